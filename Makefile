@@ -1,0 +1,49 @@
+# `make run`: install everything on a fresh Debian machine and start the stack.
+# `make test`: install everything and run the test suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run stop status demo test test-unit bench clean
+
+install: $(STAMP) /usr/lib/rabbitmq/bin/rabbitmq-server
+
+# Debian's RabbitMQ (we run it as a private node, never as the system service).
+/usr/lib/rabbitmq/bin/rabbitmq-server:
+	@command -v apt-get >/dev/null || { echo "RabbitMQ missing and no apt-get: install rabbitmq-server, or set AMQP_URL"; exit 1; }
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y --no-install-recommends rabbitmq-server \
+	  || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y --no-install-recommends rabbitmq-server; }
+
+$(STAMP): setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/monitor up
+	$(BIN)/monitor status
+	@echo "add a homepage: $(BIN)/monitor watch add https://example.org/ ; follow alerts: $(BIN)/monitor alerts --follow"
+
+stop:
+	$(BIN)/monitor down
+
+status:
+	$(BIN)/monitor status
+
+demo: install
+	$(BIN)/monitor demo
+
+test: install
+	$(BIN)/pytest -q
+
+test-unit: install
+	$(BIN)/pytest -q tests/unit
+
+bench: install
+	$(BIN)/python bench/extraction.py
+	$(BIN)/python bench/pipeline.py
+
+clean:
+	-$(BIN)/monitor down
+	rm -rf var

@@ -1,0 +1,441 @@
+"""The ``monitor`` command line: edit the watch list, see what was found, run the stack.
+
+Exit codes: 0 success, 1 runtime failure (broker or supervisord unreachable, fetch failed),
+2 usage error (bad URL, unknown id, duplicate, bad interval). Errors are one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+from monitor import amqp, broker, config as configuration, stack
+from monitor.check import check_page
+from monitor.durations import format_age, format_duration, parse_duration
+from monitor.log import get_logger
+from monitor.messages import Job
+from monitor.store import Duplicate, NotFound, Store, open_store, upgrade
+from monitor.urls import BadURL, check_public, validate_watch_url
+
+
+class UsageError(Exception):
+    """Bad input from the user: exit code 2."""
+
+
+class RuntimeFailure(Exception):
+    """Something outside the input failed (broker, supervisord, the network): exit code 1."""
+
+
+def _print_json(obj: dict) -> None:
+    print(json.dumps(obj, ensure_ascii=False))
+
+
+def _ts(value: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value)) if value else "-"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [headers, *rows]]
+    return "\n".join(lines)
+
+
+def _watch_url(url: str, config: configuration.Config) -> str:
+    """Validate a watch target, including the private-address guard unless allowed."""
+    try:
+        normalised = validate_watch_url(url)
+        if not config.allow_private:
+            check_public(normalised)
+    except BadURL as exc:
+        raise UsageError(str(exc)) from None
+    return normalised
+
+
+def _interval(text: str | None, config: configuration.Config) -> int:
+    if text is None:
+        return config.default_interval
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _find(store: Store, ref: str):
+    try:
+        return store.find_watch(ref)
+    except NotFound as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _watch_id(store: Store, ref: str) -> int:
+    return _find(store, ref).id
+
+
+# --- watch ---------------------------------------------------------------------------------
+def cmd_watch_add(args, config, store) -> None:
+    interval = _interval(args.interval, config)
+    url = _watch_url(args.url, config)
+    try:
+        watch = store.add_watch(url, interval, args.name, args.tag)
+    except Duplicate as exc:
+        raise UsageError(str(exc)) from None
+    print(f"added watch {watch.id}: {watch.url} every {format_duration(watch.interval_s)} "
+          f"(first check at {_ts(watch.next_due)})")
+
+
+def _watch_dict(watch) -> dict:
+    return {"id": watch.id, "url": watch.url, "name": watch.name, "tag": watch.tag, "interval": format_duration(watch.interval_s),
+            "enabled": watch.enabled, "last_check": watch.last_check, "last_status": watch.last_status,
+            "last_elapsed_ms": watch.last_elapsed_ms, "links_known": watch.links_known, "new_links": watch.new_links,
+            "next_due": watch.next_due, "in_flight": watch.in_flight_since is not None}
+
+
+def cmd_watch_list(args, config, store) -> None:
+    watches = store.list_watches()
+    if args.json:
+        for watch in watches:
+            _print_json(_watch_dict(watch))
+        return
+    if not watches:
+        print("no watches yet: add one with `monitor watch add https://example.org/`")
+        return
+    now = time.time()
+    rows = [[str(w.id), w.url, format_duration(w.interval_s) + ("" if w.enabled else " (off)"),
+             format_age(now - w.last_check if w.last_check else None), w.last_status or "never checked",
+             str(w.links_known), str(w.new_links)] for w in watches]
+    print(_table(["ID", "URL", "INTERVAL", "LAST CHECK", "LAST STATUS", "LINKS", "NEW"], rows))
+
+
+def cmd_watch_remove(args, config, store) -> None:
+    watch = _find(store, args.ref)
+    store.remove_watch(watch.id)
+    print(f"removed watch {watch.id}: {watch.url}")
+
+
+def cmd_watch_enable(args, config, store) -> None:
+    watch = store.update_watch(_watch_id(store, args.id), enabled=args.command == "enable")
+    print(f"watch {watch.id} {'enabled' if watch.enabled else 'disabled'}")
+
+
+def cmd_watch_set(args, config, store) -> None:
+    if args.interval is None:
+        raise UsageError("nothing to set: give --interval")
+    watch = store.update_watch(_watch_id(store, args.id), interval_s=_interval(args.interval, config))
+    print(f"watch {watch.id} now every {format_duration(watch.interval_s)}")
+
+
+def _import_rows(text: str):
+    """Rows of an import file: plain URLs, or CSV with optional columns url,interval,name,tag."""
+    rows = [row for row in csv.reader(io.StringIO(text)) if row and row[0].strip() and not row[0].lstrip().startswith("#")]
+    if rows and rows[0][0].strip().lower() == "url":
+        header = [cell.strip().lower() for cell in rows[0]]
+        return [dict(zip(header, (cell.strip() for cell in row))) for row in rows[1:]]
+    keys = ("url", "interval", "name", "tag")
+    return [dict(zip(keys, (cell.strip() for cell in row))) for row in rows]
+
+
+def cmd_watch_import(args, config, store) -> None:
+    try:
+        text = Path(args.file).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {args.file}: {exc}") from None
+    added = duplicates = invalid = 0
+    for number, row in enumerate(_import_rows(text), start=1):
+        try:
+            interval = _interval(row.get("interval") or None, config)
+            url = _watch_url(row.get("url", ""), config)
+            store.add_watch(url, interval, row.get("name") or None, row.get("tag") or None)
+            added += 1
+        except Duplicate:
+            duplicates += 1
+        except UsageError as exc:
+            invalid += 1
+            print(f"row {number}: refused: {exc}", file=sys.stderr)
+    print(f"imported: {added} added, {duplicates} skipped as duplicates, {invalid} refused as invalid")
+
+
+def cmd_watch_export(args, config, store) -> None:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(["url", "interval", "name", "tag", "enabled"])
+    for watch in store.list_watches():
+        writer.writerow([watch.url, format_duration(watch.interval_s), watch.name or "", watch.tag or "", int(watch.enabled)])
+
+
+def cmd_watch_recheck(args, config, store) -> None:
+    if args.all == (args.ref is not None):
+        raise UsageError("give either a watch ID|URL or --all")
+    watches = [w for w in store.list_watches() if w.enabled] if args.all else [_find(store, args.ref)]
+    log = get_logger("cli")
+    try:
+        connection = amqp.connect(config, log, attempts=3)
+    except amqp.BrokerUnavailable as exc:
+        raise RuntimeFailure(str(exc)) from None
+    try:
+        channel = amqp.open_channel(connection, config)
+        now = time.time()
+        for watch in watches:
+            amqp.publish(channel, amqp.JOB_QUEUE, Job(watch.url, watch.id, now).to_bytes())
+            store.mark_in_flight(watch.id, now)
+    finally:
+        connection.close()
+    print(f"queued {len(watches)} watch(es) for an immediate check")
+
+
+# --- links and alerts ---------------------------------------------------------------------
+def cmd_links(args, config, store) -> None:
+    watch = _find(store, args.ref)
+    links = store.links(watch.id, args.limit)
+    for link in links:
+        if args.json:
+            _print_json({"watch_id": watch.id, "url": link.url, "text": link.text, "code": link.code, "first_seen": link.first_seen})
+        else:
+            print(f"{_ts(link.first_seen)}  {link.url}  {link.text}")
+    if not links and not args.json:
+        print(f"no links known yet for watch {watch.id} (last status: {watch.last_status or 'never checked'})")
+
+
+def cmd_alerts(args, config, store) -> None:
+    watch_id = _watch_id(store, args.watch) if args.watch else None
+    since = 0.0
+    if args.since:
+        try:
+            since = time.time() - parse_duration(args.since)
+        except ValueError as exc:
+            raise UsageError(str(exc).replace("interval", "duration")) from None
+    last = 0
+    while True:
+        for rowid, alert in store.alerts(since, watch_id, after_rowid=last):
+            last = rowid
+            if args.json:
+                _print_json(alert)
+            else:
+                print(f"{_ts(alert['first_seen'])}  [{alert['watch_id']}] {alert['url']}  {alert['text']}", flush=True)
+        if not args.follow:
+            return
+        sys.stdout.flush()
+        time.sleep(1.0)
+
+
+# --- the stack -------------------------------------------------------------------------------
+def _queue_depths(config) -> dict[str, tuple[int, int | None]]:
+    if config.local_broker:
+        return broker.queue_depths(config)
+    connection = amqp.connect(config, get_logger("cli"), attempts=1)
+    try:
+        channel = amqp.open_channel(connection, config)
+        # A passive declare reports ready messages only; unacked needs the management API.
+        return {queue: (channel.queue_declare(queue, passive=True).method.message_count, None)
+                for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER)}
+    finally:
+        connection.close()
+
+
+def cmd_status(args, config, store) -> None:
+    now = time.time()
+    try:
+        procs = stack.processes(config)
+    except stack.StackError as exc:
+        procs, proc_error = [], str(exc)
+    else:
+        proc_error = None
+    try:
+        depths, depth_error = _queue_depths(config), None
+    except (broker.BrokerError, amqp.BrokerUnavailable, *amqp.RECOVERABLE, OSError) as exc:
+        depths, depth_error = {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    summary = store.summary(now, config.job_timeout)
+    if args.json:
+        _print_json({"processes": [{"name": f"{p['group']}:{p['name']}", "state": p["statename"], "pid": p["pid"]} for p in procs],
+                     "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary})
+        return
+    print(f"home: {config.home}   broker: {'local node on 127.0.0.1:%d' % config.local_amqp_port if config.local_broker else 'external'}")
+    print("\nprocesses:")
+    if proc_error:
+        print(f"  {proc_error}")
+    for p in procs:
+        name = p["name"] if p["group"] == p["name"] else f"{p['group']}:{p['name']}"
+        print(f"  {name:<20} {p['statename']:<9} {p['description']}")
+    print("\nqueues:")
+    if depth_error:
+        print(f"  unavailable: {depth_error}")
+    for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER):
+        if queue in depths:
+            ready, unacked = depths[queue]
+            print(f"  {queue:<12} ready {ready:<7} unacked {'?' if unacked is None else unacked}")
+    print(f"\nwatches: {summary['watches']} ({summary['enabled']} enabled), due {summary['due']}, "
+          f"in flight {summary['in_flight']}, failing {summary['failing']}")
+    print(f"alerts in the last hour: {summary['alerts_last_hour']}")
+
+
+def cmd_up(args, config, store) -> None:
+    try:
+        stack.up(config)
+    except stack.StackError as exc:
+        raise RuntimeFailure(str(exc)) from None
+    print(f"stack running (home {config.home}); `monitor status` shows it, `monitor down` stops it")
+
+
+def cmd_down(args, config, store) -> None:
+    try:
+        stopped = stack.down(config)
+    except stack.StackError as exc:
+        raise RuntimeFailure(str(exc)) from None
+    print("stack stopped" if stopped else "stack was not running")
+
+
+def cmd_check(args, config, store) -> None:
+    url = _watch_url(args.url, config)
+    task = check_page(Job(url, 0), config)
+    if task.status != "ok":
+        raise RuntimeFailure(f"{url}: {task.error}")
+    for link in task.context:
+        if args.json:
+            _print_json(link)
+        else:
+            print(f"{link['url']}  {link['text']}")
+    if not args.json:
+        print(f"# {len(task.context)} links from {task.final_url} in {task.elapsed_ms} ms (HTTP {task.http_status})", file=sys.stderr)
+
+
+def cmd_db_upgrade(args, config, store) -> None:
+    applied = upgrade(store.conn)
+    print("applied: " + ", ".join(applied) if applied else "database is up to date")
+
+
+def cmd_demo(args, config, store) -> None:
+    """A stack of its own under $MONITOR_HOME/demo, watching a local site that keeps publishing."""
+    from monitor.demo import LocalSite
+
+    demo = dataclasses.replace(config, home=config.home / "demo", allow_private=True, amqp_port=None)
+    site = LocalSite().start()
+    url = site.add_page("/", [(f"/stories/{n}", f"Story number {n}") for n in range(1, 4)])
+    site.autopublish("/", every=args.every)
+    print(f"demo site on {url}: a new story every {args.every:g}s; starting a stack under {demo.home}", flush=True)
+    demo_store = open_store(demo.db_path)
+    try:
+        stack.up(demo)
+        watch = demo_store.add_watch(url, 5, name="demo")
+        print(f"watching it as watch {watch.id} every 5s: first check is the baseline, then alerts follow "
+              f"(Ctrl-C to stop)", flush=True)
+        deadline = time.time() + args.duration
+        last = 0
+        while time.time() < deadline:
+            for rowid, alert in demo_store.alerts(0, watch.id, after_rowid=last):
+                last = rowid
+                print(f"{_ts(alert['first_seen'])}  NEW  {alert['url']}  {alert['text']}", flush=True)
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    except stack.StackError as exc:
+        raise RuntimeFailure(str(exc)) from None
+    finally:
+        site.stop()
+        stack.down(demo)
+        demo_store.close()
+        print("demo stopped; its data stays in " + str(demo.home))
+
+
+# --- argument parsing ------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="monitor", description="Watch homepages; get an alert for every newly published link.")
+    sub = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
+
+    watch = sub.add_parser("watch", help="edit the watch list").add_subparsers(dest="command", required=True, metavar="ACTION")
+    p = watch.add_parser("add", help="watch a homepage")
+    p.add_argument("url")
+    p.add_argument("--interval", help="how often to check: 30s, 5m, 2h, 1d (default 5m)")
+    p.add_argument("--name")
+    p.add_argument("--tag")
+    p.set_defaults(func=cmd_watch_add)
+    p = watch.add_parser("list", help="the watch list with its last results")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=cmd_watch_list)
+    p = watch.add_parser("remove", help="stop watching (ID or URL); its links and alerts go too")
+    p.add_argument("ref", metavar="ID|URL")
+    p.set_defaults(func=cmd_watch_remove)
+    for name in ("enable", "disable"):
+        p = watch.add_parser(name, help=f"{name} checking a watch")
+        p.add_argument("id", metavar="ID|URL")
+        p.set_defaults(func=cmd_watch_enable)
+    p = watch.add_parser("set", help="change a watch's interval")
+    p.add_argument("id", metavar="ID|URL")
+    p.add_argument("--interval")
+    p.set_defaults(func=cmd_watch_set)
+    p = watch.add_parser("import", help="add watches from a file: one URL per line, or CSV url,interval,name,tag")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_watch_import)
+    watch.add_parser("export", help="print the watch list as CSV (import reads it back)").set_defaults(func=cmd_watch_export)
+    p = watch.add_parser("recheck", help="check now, regardless of the schedule")
+    p.add_argument("ref", nargs="?", metavar="ID|URL")
+    p.add_argument("--all", action="store_true", help="every enabled watch")
+    p.set_defaults(func=cmd_watch_recheck)
+
+    p = sub.add_parser("links", help="links known for a watch, newest first")
+    p.add_argument("ref", metavar="ID|URL")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_links)
+    p = sub.add_parser("alerts", help="new links found")
+    p.add_argument("--watch", metavar="ID|URL")
+    p.add_argument("--since", metavar="DURATION", help="e.g. 1h, 2d")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new alerts")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_alerts)
+    p = sub.add_parser("status", help="processes, queue depths, watches due/in flight/failing, recent alerts")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+    sub.add_parser("up", help="start the whole stack under supervisord").set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop the whole stack").set_defaults(func=cmd_down)
+    p = sub.add_parser("ctl", help="run supervisorctl against this stack (e.g. `monitor ctl status`)")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=None)
+    p = sub.add_parser("check", help="fetch one page once and print its links (touches no store)")
+    p.add_argument("url")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_check, needs_store=False)
+    db = sub.add_parser("db", help="database maintenance").add_subparsers(dest="command", required=True, metavar="ACTION")
+    db.add_parser("upgrade", help="apply pending migrations").set_defaults(func=cmd_db_upgrade)
+    p = sub.add_parser("demo", help="run a local site that publishes links, watch it, show alerts")
+    p.add_argument("--every", type=float, default=3.0, help="seconds between new stories (default 3)")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = configuration.load()
+    except configuration.ConfigError as exc:
+        print(f"monitor: configuration error: {exc}", file=sys.stderr)
+        return 2
+    if args.func is None:  # ctl
+        return stack.ctl(config, args.args)
+    store = None
+    try:
+        if getattr(args, "needs_store", True):
+            store = open_store(config.db_path)
+        args.func(args, config, store)
+        return 0
+    except UsageError as exc:
+        print(f"monitor: error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeFailure as exc:
+        print(f"monitor: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    finally:
+        if store is not None:
+            store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

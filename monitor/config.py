@@ -1,0 +1,169 @@
+"""Configuration: embedded defaults, overridden by a TOML file, overridden by the environment.
+
+Nothing needs a file. The names below are part of the interface:
+
+* ``MONITOR_HOME``     directory holding every store, log, socket and the local broker's data (``./var``)
+* ``MONITOR_CONFIG``   path of the TOML file (``monitor.toml`` in the working directory)
+* ``AMQP_URL``         an external broker; unset means the local node under ``MONITOR_HOME``
+* ``MONITOR_WORKERS``  number of worker processes under supervisord
+* ``MONITOR_ALLOW_PRIVATE=1``  allow watch targets on loopback and private addresses
+* ``MONITOR_AMQP_PORT`` port of the local node (derived from ``MONITOR_HOME`` when unset)
+
+Every key of the TOML file is a field of :class:`Config` (``workers = 4``, ``fetch_max_bytes = 5000000``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """The configuration file or an environment variable holds an unusable value."""
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path = Path("var")
+    amqp_url: str | None = None
+    amqp_port: int | None = None
+    workers: int = 2
+    allow_private: bool = False
+    default_interval: int = 300
+    # A job whose result has not arrived after this long is published again.
+    job_timeout: int = 600
+    fetch_connect_timeout: float = 10.0
+    fetch_read_timeout: float = 20.0
+    fetch_deadline: float = 45.0
+    fetch_max_bytes: int = 10_000_000
+    fetch_max_redirects: int = 5
+    max_links_per_page: int = 20_000
+    user_agent: str = "homepage-monitor/0.1 (+https://github.com/homepage-monitor; change monitoring bot)"
+    worker_prefetch: int = 1
+    processor_prefetch: int = 50
+    delivery_limit: int = 5
+
+    # --- paths derived from home -------------------------------------------------
+    @property
+    def db_path(self) -> Path:
+        return self.home / "monitor.sqlite3"
+
+    @property
+    def leveldb_path(self) -> Path:
+        return self.home / "links.leveldb"
+
+    @property
+    def alerts_path(self) -> Path:
+        return self.home / "alerts.jsonl"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "log"
+
+    @property
+    def rabbitmq_dir(self) -> Path:
+        return self.home / "rabbitmq"
+
+    @property
+    def supervisor_socket(self) -> Path:
+        return self.home / "supervisor.sock"
+
+    # --- the broker ------------------------------------------------------------------
+    @property
+    def local_broker(self) -> bool:
+        """True when this stack runs its own RabbitMQ node (no ``AMQP_URL`` given)."""
+        return not self.amqp_url
+
+    @property
+    def local_amqp_port(self) -> int:
+        """The local node's AMQP port: configured, or derived from the home path so that
+        two stacks with different homes never clash."""
+        if self.amqp_port:
+            return self.amqp_port
+        digest = hashlib.sha256(str(self.home.resolve()).encode()).digest()
+        return 10000 + int.from_bytes(digest[:4], "big") % 5000
+
+    @property
+    def broker_url(self) -> str:
+        """The AMQP URL every process connects to."""
+        if self.amqp_url:
+            return self.amqp_url
+        return f"amqp://guest:guest@127.0.0.1:{self.local_amqp_port}/%2F"
+
+
+_ENV = {
+    "MONITOR_HOME": "home",
+    "AMQP_URL": "amqp_url",
+    "MONITOR_AMQP_PORT": "amqp_port",
+    "MONITOR_WORKERS": "workers",
+    "MONITOR_ALLOW_PRIVATE": "allow_private",
+}
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _coerce(name: str, value: object, kind: type) -> object:
+    """Convert a raw TOML or environment value to the field's type, or explain why not."""
+    try:
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError(value)
+        if kind is Path:
+            return Path(str(value)).expanduser()
+        if kind is int:
+            result = int(value)
+            if result < 0:
+                raise ValueError(value)
+            return result
+        if kind is float:
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: {value!r} is not a valid {kind.__name__}") from None
+
+
+def _field_types() -> dict[str, type]:
+    hints: dict[str, type] = {"home": Path, "amqp_url": str, "amqp_port": int}
+    for f in dataclasses.fields(Config):
+        if f.name not in hints:
+            hints[f.name] = type(f.default)
+    return hints
+
+
+def load(environ: dict[str, str] | None = None) -> Config:
+    """Build the configuration from defaults, ``MONITOR_CONFIG``/``monitor.toml`` and the environment."""
+    environ = os.environ if environ is None else environ
+    types = _field_types()
+    values: dict[str, object] = {}
+
+    path = Path(environ.get("MONITOR_CONFIG", "monitor.toml"))
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        for key, value in data.items():
+            if key not in types:
+                raise ConfigError(f"{path}: unknown setting {key!r}")
+            values[key] = _coerce(f"{path}: {key}", value, types[key])
+    elif "MONITOR_CONFIG" in environ:
+        raise ConfigError(f"MONITOR_CONFIG={path}: no such file")
+
+    for env_name, key in _ENV.items():
+        raw = environ.get(env_name)
+        if raw is not None and raw != "":
+            values[key] = _coerce(env_name, raw, types[key])
+    if "home" in values:
+        values["home"] = Path(values["home"])
+    config = Config(**values)
+    return dataclasses.replace(config, home=config.home.absolute())

@@ -1,0 +1,38 @@
+"""Durations as users write them: ``30s``, ``5m``, ``2h``, ``1d``."""
+from __future__ import annotations
+
+import re
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_PATTERN = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+
+
+def parse_duration(text: str, minimum: int = 1) -> int:
+    """Return the number of seconds ``text`` denotes; raise ValueError with a readable reason."""
+    match = _PATTERN.match(text or "")
+    if not match:
+        raise ValueError(f"bad interval {text!r}: write a number and a unit, e.g. 30s, 5m, 2h, 1d")
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if seconds < minimum:
+        raise ValueError(f"bad interval {text!r}: must be at least {minimum}s")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds in the largest unit that divides them (``300`` -> ``5m``)."""
+    seconds = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def format_age(seconds: float | None) -> str:
+    """Render an elapsed time for humans (``42s ago``, ``3h ago``); ``-`` for never."""
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"

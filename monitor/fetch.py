@@ -1,0 +1,132 @@
+"""Bounded HTTP fetching of one page.
+
+Every fetch is bounded: connect and read timeouts, a total deadline, a cap on the decoded
+body size (so a gzip bomb stops at the cap), a redirect limit with each hop checked
+against the private-address guard, and HTML content types only. Failures come back as a
+:class:`FetchError` whose message is the one line a user sees in ``monitor watch list``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from urllib.parse import urljoin
+
+import requests
+import urllib3
+
+from monitor.config import Config
+from monitor.urls import BadURL, check_public, normalize
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+_CHUNK = 64 * 1024
+
+
+class FetchError(Exception):
+    """A fetch that produced no page; ``str(error)`` is a one-line reason."""
+
+    def __init__(self, reason: str, http_status: int | None = None, final_url: str | None = None) -> None:
+        super().__init__(reason)
+        self.http_status = http_status
+        self.final_url = final_url
+
+
+@dataclass(frozen=True)
+class Page:
+    final_url: str
+    http_status: int
+    body: bytes
+    charset: str | None
+    elapsed_ms: int
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:g} MB"
+
+
+def _read_body(response: requests.Response, config: Config, deadline: float) -> bytes:
+    """Read the decoded body chunk by chunk, enforcing the size cap and the total deadline.
+
+    ``read1`` returns whatever one socket read yields, so a server trickling bytes cannot
+    hold a single call longer than the read timeout.
+    """
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and "Content-Encoding" not in response.headers and int(declared) > config.fetch_max_bytes:
+        raise FetchError(f"body exceeds {_megabytes(config.fetch_max_bytes)}", response.status_code)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise FetchError(f"deadline of {config.fetch_deadline:g}s exceeded while reading the body", response.status_code)
+        chunk = response.raw.read1(_CHUNK, decode_content=True)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > config.fetch_max_bytes:
+            raise FetchError(f"body exceeds {_megabytes(config.fetch_max_bytes)}", response.status_code)
+        chunks.append(chunk)
+
+
+def fetch(url: str, config: Config, session: requests.Session | None = None) -> Page:
+    """Fetch ``url`` within the configured bounds and return the page, or raise FetchError."""
+    session = session or requests.Session()
+    started = time.monotonic()
+    deadline = started + config.fetch_deadline
+    headers = {"User-Agent": config.user_agent, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"}
+    current = url
+    for _ in range(config.fetch_max_redirects + 1):
+        if time.monotonic() > deadline:
+            raise FetchError(f"deadline of {config.fetch_deadline:g}s exceeded", final_url=current)
+        if not config.allow_private:
+            try:
+                check_public(current)
+            except BadURL as exc:
+                raise FetchError(f"refused: {exc}", final_url=current) from None
+        try:
+            response = session.get(
+                current, headers=headers, stream=True, allow_redirects=False,
+                timeout=(config.fetch_connect_timeout, config.fetch_read_timeout),
+            )
+        except requests.exceptions.ConnectTimeout:
+            raise FetchError(f"connect timeout after {config.fetch_connect_timeout:g}s", final_url=current) from None
+        except requests.exceptions.ReadTimeout:
+            raise FetchError(f"read timeout after {config.fetch_read_timeout:g}s", final_url=current) from None
+        except requests.exceptions.RequestException as exc:
+            raise FetchError(f"connection failed: {_first_line(exc)}", final_url=current) from None
+        with response:
+            if response.is_redirect:
+                location = response.headers.get("Location", "")
+                try:
+                    current = normalize(urljoin(current, location))
+                except BadURL as exc:
+                    raise FetchError(f"bad redirect: {exc}", response.status_code, current) from None
+                if not current.startswith(("http://", "https://")):
+                    raise FetchError(f"redirect to a non-web URL {location!r}", response.status_code, current)
+                continue
+            if response.status_code >= 400:
+                raise FetchError(f"HTTP {response.status_code} {response.reason or ''}".strip(), response.status_code, current)
+            content_type = response.headers.get("Content-Type", "")
+            mime = content_type.split(";", 1)[0].strip().lower()
+            if mime and mime not in HTML_TYPES:
+                raise FetchError(f"not HTML: content type {mime}", response.status_code, current)
+            try:
+                body = _read_body(response, config, deadline)
+            # read1 surfaces urllib3's own errors (timeouts, bad gzip) and socket errors, not requests'.
+            except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
+                raise FetchError(f"reading the body failed: {_first_line(exc)}", response.status_code, current) from None
+            elapsed_ms = int((time.monotonic() - started) * 1000)
+            return Page(current, response.status_code, body, _charset(content_type), elapsed_ms)
+    raise FetchError(f"more than {config.fetch_max_redirects} redirects", final_url=current)
+
+
+def _charset(content_type: str) -> str | None:
+    """The ``charset`` parameter of a Content-Type header, if any."""
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip("\"'") or None
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,133 @@
+"""The message schemas exchanged over RabbitMQ, and their validation.
+
+* job  (``job_queue``):  ``{"baseUrl", "id", "enqueued_at"?, "attempt"?}``
+* task (``task_queue``): ``{"baseUrl", "id", "context": [{"url", "text"}], "status": "ok"|"error",
+  "error", "final_url", "fetched_at", "elapsed_ms", "http_status", "worker"}``
+* alert (sinks):        ``{"alert_id", "watch_id", "baseUrl", "url", "text", "first_seen"}``
+
+Unknown fields are ignored. A message that fails validation raises :class:`InvalidMessage`
+with a one-line reason; consumers reject it to the dead-letter queue.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+STATUSES = ("ok", "error")
+
+
+class InvalidMessage(ValueError):
+    """A message body that does not match its schema; the text says what is wrong."""
+
+
+def _decode(body: bytes) -> dict:
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise InvalidMessage(f"message of {len(body)} bytes exceeds the {MAX_MESSAGE_BYTES} byte limit")
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidMessage(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidMessage(f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _require(data: dict, name: str, kind: type | tuple[type, ...], optional: bool = False):
+    if name not in data or data[name] is None:
+        if optional:
+            return None
+        raise InvalidMessage(f"missing field {name!r}")
+    value = data[name]
+    # bool is an int in Python; an id of `true` is still wrong.
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        raise InvalidMessage(f"field {name!r} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _encode(data: dict) -> bytes:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Job:
+    base_url: str
+    id: int
+    enqueued_at: float | None = None
+
+    def to_bytes(self) -> bytes:
+        return _encode({"baseUrl": self.base_url, "id": self.id, "enqueued_at": self.enqueued_at})
+
+    @classmethod
+    def from_bytes(cls, body: bytes) -> "Job":
+        data = _decode(body)
+        return cls(
+            base_url=_require(data, "baseUrl", str),
+            id=_require(data, "id", int),
+            enqueued_at=_require(data, "enqueued_at", (int, float), optional=True),
+        )
+
+
+@dataclass(frozen=True)
+class Task:
+    base_url: str
+    id: int
+    context: list[dict[str, str]]
+    status: str = "ok"
+    error: str | None = None
+    final_url: str | None = None
+    fetched_at: float | None = None
+    elapsed_ms: int | None = None
+    http_status: int | None = None
+    worker: str | None = None
+
+    def to_bytes(self) -> bytes:
+        return _encode({
+            "baseUrl": self.base_url, "id": self.id, "context": self.context, "status": self.status,
+            "error": self.error, "final_url": self.final_url, "fetched_at": self.fetched_at,
+            "elapsed_ms": self.elapsed_ms, "http_status": self.http_status, "worker": self.worker,
+        })
+
+    @classmethod
+    def from_bytes(cls, body: bytes) -> "Task":
+        data = _decode(body)
+        context = _require(data, "context", list)
+        for i, link in enumerate(context):
+            if not isinstance(link, dict) or not isinstance(link.get("url"), str) or not isinstance(link.get("text", ""), str):
+                raise InvalidMessage(f"context[{i}] must be an object with string 'url' and 'text'")
+        status = _require(data, "status", str, optional=True) or "ok"
+        if status not in STATUSES:
+            raise InvalidMessage(f"unknown status {status!r}")
+        return cls(
+            base_url=_require(data, "baseUrl", str),
+            id=_require(data, "id", int),
+            context=[{"url": link["url"], "text": link.get("text", "")} for link in context],
+            status=status,
+            error=_require(data, "error", str, optional=True),
+            final_url=_require(data, "final_url", str, optional=True),
+            fetched_at=_require(data, "fetched_at", (int, float), optional=True),
+            elapsed_ms=_require(data, "elapsed_ms", int, optional=True),
+            http_status=_require(data, "http_status", int, optional=True),
+            worker=_require(data, "worker", str, optional=True),
+        )
+
+
+@dataclass(frozen=True)
+class Alert:
+    alert_id: str
+    watch_id: int
+    base_url: str
+    url: str
+    text: str
+    first_seen: float
+
+    def as_dict(self) -> dict:
+        return {"alert_id": self.alert_id, "watch_id": self.watch_id, "baseUrl": self.base_url,
+                "url": self.url, "text": self.text, "first_seen": self.first_seen}
+
+    def to_bytes(self) -> bytes:
+        return _encode(self.as_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Alert":
+        return cls(data["alert_id"], data["watch_id"], data["baseUrl"], data["url"], data["text"], data["first_seen"])

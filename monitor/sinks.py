@@ -1,0 +1,84 @@
+"""Alert sinks: where a new link is announced. Each sink is one small class.
+
+A sink has a ``name``, ``deliver(alerts)`` and ``delivered(alert_ids)``. The processor calls
+``delivered`` only when it re-applies an outbox record after a crash, to skip the alerts a
+sink already has; so each alert reaches each sink once. Register a new sink in ``SINKS``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Protocol
+
+from monitor.config import Config
+from monitor.log import get_logger
+from monitor.messages import Alert
+
+
+class Sink(Protocol):
+    name: str
+
+    def deliver(self, alerts: list[Alert]) -> None: ...
+
+    def delivered(self, alert_ids: set[str]) -> set[str]: ...
+
+
+class JsonLinesSink:
+    """Appends one JSON object per alert to ``$MONITOR_HOME/alerts.jsonl`` (fsynced)."""
+
+    name = "jsonl"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def deliver(self, alerts: list[Alert]) -> None:
+        if not alerts:
+            return
+        with open(self.path, "a+b") as handle:
+            if handle.tell() > 0:  # a line torn by a crash mid-write must not swallow the next one
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    handle.write(b"\n")
+            handle.write(b"".join(alert.to_bytes() + b"\n" for alert in alerts))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def delivered(self, alert_ids: set[str]) -> set[str]:
+        if not self.path.exists():
+            return set()
+        found = set()
+        with open(self.path, "rb") as handle:
+            for line in handle:
+                try:
+                    alert_id = json.loads(line).get("alert_id")
+                except ValueError:
+                    continue  # a line torn by a crash mid-write
+                if alert_id in alert_ids:
+                    found.add(alert_id)
+        return found
+
+
+class LogSink:
+    """Writes each alert as a structured log line (captured by supervisord)."""
+
+    name = "log"
+
+    def __init__(self) -> None:
+        self.log = get_logger("alerts")
+
+    def deliver(self, alerts: list[Alert]) -> None:
+        for alert in alerts:
+            self.log.info("new link", **alert.as_dict())
+
+    def delivered(self, alert_ids: set[str]) -> set[str]:
+        return set()  # a log cannot be searched back cheaply; a crash may repeat a line
+
+
+SINKS = {"jsonl": lambda config: JsonLinesSink(config.alerts_path), "log": lambda config: LogSink()}
+
+
+def build_sinks(config: Config, names: Iterable[str] = ("jsonl", "log")) -> list[Sink]:
+    """Instantiate the configured sinks by name."""
+    return [SINKS[name](config) for name in names]

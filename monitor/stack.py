@@ -1,0 +1,118 @@
+"""Start, stop and inspect the whole stack through supervisord (``monitor up/down/status/ctl``)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import xmlrpc.client
+from pathlib import Path
+
+from supervisor.xmlrpc import SupervisorTransport
+
+from monitor import broker
+from monitor.config import Config
+from monitor.store import open_store
+
+REPO = Path(__file__).resolve().parent.parent
+CONF = Path(os.environ.get("MONITOR_SUPERVISORD_CONF", REPO / "supervisord.conf"))
+
+
+class StackError(RuntimeError):
+    """supervisord could not be started, reached or stopped."""
+
+
+def _tool(name: str) -> str:
+    """A console script of this virtualenv (supervisord, supervisorctl)."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+def stack_env(config: Config) -> dict[str, str]:
+    """The environment supervisord.conf expands, derived from the configuration."""
+    env = dict(os.environ)
+    env.update({
+        "MONITOR_HOME": str(config.home),
+        "MONITOR_CWD": os.getcwd(),
+        "MONITOR_PYTHON": sys.executable,
+        "MONITOR_WORKERS": str(max(1, config.workers)),
+        "MONITOR_LOCAL_BROKER": "true" if config.local_broker else "false",
+        "MONITOR_EPMD_PORT": str(broker.epmd_port(config)),
+        "MONITOR_AMQP_PORT": str(config.local_amqp_port),
+        "MONITOR_ALLOW_PRIVATE": "1" if config.allow_private else "0",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    })
+    if config.amqp_url:
+        env["AMQP_URL"] = config.amqp_url
+    return env
+
+
+def _rpc(config: Config):
+    transport = SupervisorTransport(None, None, f"unix://{config.supervisor_socket}")
+    return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport)
+
+
+def is_running(config: Config) -> bool:
+    try:
+        _rpc(config).supervisor.getState()
+        return True
+    except (OSError, xmlrpc.client.Error):
+        return False
+
+
+def processes(config: Config) -> list[dict]:
+    """supervisord's view of every program: ``name``, ``group``, ``statename``, ``pid``, ``description``."""
+    try:
+        return _rpc(config).supervisor.getAllProcessInfo()
+    except (OSError, xmlrpc.client.Error) as exc:
+        raise StackError(f"supervisord is not running for {config.home} ({exc.__class__.__name__}); start it with `monitor up`") from None
+
+
+def up(config: Config, timeout: float = 20.0) -> None:
+    """Start supervisord (which starts every program); a no-op when it already runs."""
+    if is_running(config):
+        return
+    config.log_dir.mkdir(parents=True, exist_ok=True)
+    open_store(config.db_path).close()  # apply migrations once, before the programs race to do it
+    if config.local_broker:
+        broker.prepare(config)
+    result = subprocess.run([_tool("supervisord"), "-c", str(CONF)], env=stack_env(config),
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise StackError(f"supervisord failed to start: {(result.stderr or result.stdout).strip()[:300]}")
+    deadline = time.monotonic() + timeout
+    while not is_running(config):
+        if time.monotonic() > deadline:
+            raise StackError(f"supervisord did not answer within {timeout:g}s; see {config.log_dir}/supervisord.log")
+        time.sleep(0.2)
+
+
+def down(config: Config, timeout: float = 120.0) -> bool:
+    """Stop every program and supervisord; return False when nothing was running."""
+    if not is_running(config):
+        return False
+    pidfile = config.home / "supervisord.pid"
+    pid = int(pidfile.read_text()) if pidfile.exists() else None
+    _rpc(config).supervisor.shutdown()
+    deadline = time.monotonic() + timeout
+    while pid is not None and _alive(pid):
+        if time.monotonic() > deadline:
+            raise StackError(f"supervisord (pid {pid}) did not stop within {timeout:g}s")
+        time.sleep(0.2)
+    if config.local_broker:
+        broker.stop_epmd(config)
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def ctl(config: Config, args: list[str]) -> int:
+    """Run supervisorctl against this stack's socket (whatever MONITOR_HOME is)."""
+    command = [_tool("supervisorctl"), "-c", str(CONF), "-s", f"unix://{config.supervisor_socket}", *args]
+    return subprocess.run(command, env=stack_env(config)).returncode

@@ -1,0 +1,302 @@
+"""The SQLite store (WAL mode): watch list, found links, alert history, and its migrations.
+
+The CLI, the scheduler and the processor share the file through short transactions.
+Migrations are the numbered files in ``migrations/``; ``schema_version`` records which are
+applied. :func:`open_store` applies pending ones, so every process upgrades at start.
+"""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+FIRST_CHECK_SPREAD = 60  # a new watch is first checked within this many seconds
+
+
+class NotFound(LookupError):
+    """No watch matches the given id or URL."""
+
+
+class Duplicate(ValueError):
+    """The URL is already on the watch list."""
+
+
+@dataclass(frozen=True)
+class Watch:
+    id: int
+    url: str
+    name: str | None
+    tag: str | None
+    interval_s: int
+    enabled: bool
+    next_due: float
+    in_flight_since: float | None
+    last_check: float | None
+    last_status: str | None
+    last_elapsed_ms: int | None
+    consecutive_failures: int
+    links_known: int = 0
+    new_links: int = 0
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    url: str
+    text: str
+    code: str
+    first_seen: float
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The effects of one processed task, applied by :meth:`Store.record_result` in one transaction."""
+    watch_id: int
+    checked_at: float
+    status: str
+    http_status: int | None
+    elapsed_ms: int | None
+    links: list[LinkRecord]
+    alert_ids: dict[str, str]  # url -> alert id, for the links that raise an alert
+
+
+def phase(watch_id: int, interval_s: int) -> int:
+    """Stable offset of a watch within its interval, so restarts and bulk imports spread out."""
+    digest = hashlib.sha256(str(watch_id).encode()).digest()
+    return int.from_bytes(digest[:4], "big") % interval_s
+
+
+def next_slot(watch_id: int, interval_s: int, now: float) -> float:
+    """The first time after ``now`` that lies on the watch's phase grid."""
+    offset = phase(watch_id, interval_s)
+    return now - ((now - offset) % interval_s) + interval_s
+
+
+def first_due(watch_id: int, interval_s: int, now: float) -> float:
+    """When a newly added watch gets its baseline check: soon, but spread over a minute."""
+    return now + phase(watch_id, min(interval_s, FIRST_CHECK_SPREAD))
+
+
+def migration_files(directory: Path = MIGRATIONS_DIR) -> list[tuple[int, str, Path]]:
+    """The numbered ``NNNN_name.sql`` files, in order."""
+    found = []
+    for path in sorted(directory.glob("*.sql")):
+        number, _, name = path.stem.partition("_")
+        if number.isdigit():
+            found.append((int(number), name, path))
+    return found
+
+
+def upgrade(conn: sqlite3.Connection, directory: Path = MIGRATIONS_DIR) -> list[str]:
+    """Apply pending migrations, each in its own transaction; return the names applied."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
+    applied = []
+    for number, name, path in migration_files(directory):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Checked inside the write lock: two processes starting together apply each file once.
+            if conn.execute("SELECT 1 FROM schema_version WHERE version = ?", (number,)).fetchone():
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _statements(path.read_text(encoding="utf-8")):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version VALUES (?, ?, ?)", (number, name, time.time()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(f"{number:04d}_{name}")
+    return applied
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements (executescript would commit on its own)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer
+            buffer = ""
+    if buffer.strip() and not buffer.strip().startswith("--"):
+        yield buffer
+
+
+_WATCH_COLUMNS = ("id, url, name, tag, interval_s, enabled, next_due, in_flight_since, last_check, "
+                  "last_status, last_elapsed_ms, consecutive_failures")
+
+
+def _watch(row: tuple, counts: tuple[int, int] = (0, 0)) -> Watch:
+    return Watch(row[0], row[1], row[2], row[3], row[4], bool(row[5]), *row[6:12], *counts)
+
+
+class Store:
+    """Short transactions over the SQLite file; one instance per process."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.conn.execute("PRAGMA busy_timeout=30000")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE): all or nothing."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # --- the watch list -----------------------------------------------------------------
+    def add_watch(self, url: str, interval_s: int, name: str | None = None, tag: str | None = None,
+                  now: float | None = None) -> Watch:
+        """Add a watch (``url`` already validated and normalised); raise Duplicate if present."""
+        now = time.time() if now is None else now
+        with self.transaction() as conn:
+            if conn.execute("SELECT 1 FROM watches WHERE url = ?", (url,)).fetchone():
+                raise Duplicate(f"{url} is already watched")
+            cursor = conn.execute(
+                "INSERT INTO watches (url, name, tag, interval_s, created_at, next_due) VALUES (?, ?, ?, ?, ?, ?)",
+                (url, name, tag, interval_s, now, now))
+            watch_id = cursor.lastrowid
+            conn.execute("UPDATE watches SET next_due = ? WHERE id = ?", (first_due(watch_id, interval_s, now), watch_id))
+        return self.get_watch(watch_id)
+
+    def get_watch(self, watch_id: int) -> Watch:
+        row = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE id = ?", (watch_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no watch with id {watch_id}")
+        return _watch(row)
+
+    def find_watch(self, ref: str) -> Watch:
+        """A watch by id (``12``) or by URL."""
+        if ref.isdigit():
+            return self.get_watch(int(ref))
+        row = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE url = ?", (ref,)).fetchone()
+        if row is None:
+            raise NotFound(f"no watch with URL {ref}")
+        return _watch(row)
+
+    def list_watches(self) -> list[Watch]:
+        """Every watch with its counts of known links and of new links found (alerts)."""
+        rows = self.conn.execute(f"""
+            SELECT {_WATCH_COLUMNS},
+                   (SELECT COUNT(*) FROM links l WHERE l.watch_id = w.id),
+                   (SELECT COUNT(*) FROM alerts a WHERE a.watch_id = w.id)
+            FROM watches w ORDER BY id""").fetchall()
+        return [_watch(row[:12], row[12:]) for row in rows]
+
+    def remove_watch(self, watch_id: int) -> None:
+        with self.transaction() as conn:
+            if conn.execute("DELETE FROM watches WHERE id = ?", (watch_id,)).rowcount == 0:
+                raise NotFound(f"no watch with id {watch_id}")
+
+    def update_watch(self, watch_id: int, *, enabled: bool | None = None, interval_s: int | None = None,
+                     now: float | None = None) -> Watch:
+        """Enable/disable a watch or change its interval (which also moves its next check)."""
+        now = time.time() if now is None else now
+        with self.transaction() as conn:
+            if conn.execute("SELECT 1 FROM watches WHERE id = ?", (watch_id,)).fetchone() is None:
+                raise NotFound(f"no watch with id {watch_id}")
+            if enabled is not None:
+                conn.execute("UPDATE watches SET enabled = ? WHERE id = ?", (int(enabled), watch_id))
+            if interval_s is not None:
+                conn.execute("UPDATE watches SET interval_s = ?, next_due = MIN(next_due, ?) WHERE id = ?",
+                             (interval_s, next_slot(watch_id, interval_s, now), watch_id))
+        return self.get_watch(watch_id)
+
+    def make_due(self, watch_ids: list[int] | None, now: float | None = None) -> int:
+        """Make watches due now (``None``: every enabled watch) and clear their in-flight mark."""
+        now = time.time() if now is None else now
+        with self.transaction() as conn:
+            if watch_ids is None:
+                return conn.execute("UPDATE watches SET next_due = ?, in_flight_since = NULL WHERE enabled = 1", (now,)).rowcount
+            return sum(conn.execute("UPDATE watches SET next_due = ?, in_flight_since = NULL WHERE id = ?",
+                                    (now, watch_id)).rowcount for watch_id in watch_ids)
+
+    # --- scheduling -----------------------------------------------------------------
+    def due_watches(self, now: float, job_timeout: float, limit: int) -> list[Watch]:
+        """Enabled watches whose time has come and that are not in flight (or whose job timed out)."""
+        rows = self.conn.execute(f"""
+            SELECT {_WATCH_COLUMNS} FROM watches
+            WHERE enabled = 1 AND next_due <= ? AND (in_flight_since IS NULL OR in_flight_since < ?)
+            ORDER BY next_due LIMIT ?""", (now, now - job_timeout, limit)).fetchall()
+        return [_watch(row) for row in rows]
+
+    def mark_in_flight(self, watch_id: int, now: float) -> None:
+        with self.transaction() as conn:
+            conn.execute("UPDATE watches SET in_flight_since = ? WHERE id = ?", (now, watch_id))
+
+    # --- results --------------------------------------------------------------------
+    def record_result(self, result: CheckResult) -> None:
+        """Apply a check's effects atomically. Idempotent: replaying the same result changes nothing."""
+        with self.transaction() as conn:
+            row = conn.execute("SELECT interval_s FROM watches WHERE id = ?", (result.watch_id,)).fetchone()
+            if row is None:
+                return  # the watch was removed while its job was in flight
+            for link in result.links:
+                conn.execute("INSERT OR IGNORE INTO links (watch_id, url, text, code, first_seen) VALUES (?, ?, ?, ?, ?)",
+                             (result.watch_id, link.url, link.text, link.code, link.first_seen))
+                alert_id = result.alert_ids.get(link.url)
+                if alert_id is not None:
+                    conn.execute("INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
+                                 (alert_id, result.watch_id, link.url, link.text, link.first_seen))
+            failed = result.status != "ok"
+            conn.execute("""
+                UPDATE watches SET last_check = ?, last_status = ?, last_http_status = ?, last_elapsed_ms = ?,
+                       in_flight_since = NULL, next_due = ?,
+                       consecutive_failures = CASE WHEN ? THEN consecutive_failures + 1 ELSE 0 END
+                WHERE id = ?""", (result.checked_at, result.status, result.http_status, result.elapsed_ms,
+                                  next_slot(result.watch_id, row[0], result.checked_at), failed, result.watch_id))
+
+    def links(self, watch_id: int, limit: int | None = None) -> list[LinkRecord]:
+        """Links known for a watch, newest first."""
+        rows = self.conn.execute(
+            "SELECT url, text, code, first_seen FROM links WHERE watch_id = ? ORDER BY first_seen DESC, rowid DESC LIMIT ?",
+            (watch_id, -1 if limit is None else limit)).fetchall()
+        return [LinkRecord(*row) for row in rows]
+
+    def alerts(self, since: float = 0.0, watch_id: int | None = None, after_rowid: int = 0) -> list[tuple[int, dict]]:
+        """Alerts (oldest first) as ``(rowid, alert dict)``; ``after_rowid`` lets ``--follow`` poll."""
+        query = """SELECT a.rowid, a.alert_id, a.watch_id, w.url, a.url, a.text, a.first_seen
+                   FROM alerts a JOIN watches w ON w.id = a.watch_id
+                   WHERE a.first_seen >= ? AND a.rowid > ?"""
+        params: list = [since, after_rowid]
+        if watch_id is not None:
+            query += " AND a.watch_id = ?"
+            params.append(watch_id)
+        rows = self.conn.execute(query + " ORDER BY a.rowid", params).fetchall()
+        return [(row[0], {"alert_id": row[1], "watch_id": row[2], "baseUrl": row[3], "url": row[4],
+                          "text": row[5], "first_seen": row[6]}) for row in rows]
+
+    def summary(self, now: float, job_timeout: float) -> dict[str, int]:
+        """Counts for ``monitor status``: watches due, in flight, failing; alerts in the last hour."""
+        one = lambda sql, *args: self.conn.execute(sql, args).fetchone()[0]  # noqa: E731
+        return {
+            "watches": one("SELECT COUNT(*) FROM watches"),
+            "enabled": one("SELECT COUNT(*) FROM watches WHERE enabled = 1"),
+            "due": one("SELECT COUNT(*) FROM watches WHERE enabled = 1 AND next_due <= ? AND in_flight_since IS NULL", now),
+            "in_flight": one("SELECT COUNT(*) FROM watches WHERE in_flight_since >= ?", now - job_timeout),
+            "failing": one("SELECT COUNT(*) FROM watches WHERE consecutive_failures > 0"),
+            "alerts_last_hour": one("SELECT COUNT(*) FROM alerts WHERE first_seen >= ?", now - 3600),
+        }
+
+
+def open_store(path: Path) -> Store:
+    """Open the SQLite store, applying pending migrations first."""
+    store = Store(path)
+    upgrade(store.conn)
+    return store

@@ -1,0 +1,110 @@
+"""URL normalisation, validation of watch targets, and the private-address guard.
+
+One place decides what two URLs being "the same link" means (:func:`normalize`), which
+URLs may be watched (:func:`validate_watch_url`) and which addresses may be fetched
+(:func:`check_public`).
+"""
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import SplitResult, quote, unquote, urlsplit, urlunsplit
+
+WEB_SCHEMES = ("http", "https")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Characters left as they are when re-quoting a path or query (RFC 3986 reserved + unreserved + '%').
+_SAFE_PATH = "/:@!$&'()*+,;=-._~%"
+_SAFE_QUERY = _SAFE_PATH + "?"
+
+
+class BadURL(ValueError):
+    """A URL that cannot be watched or fetched; the message says why in one line."""
+
+
+def _host(parts: SplitResult) -> str:
+    host = parts.hostname or ""
+    try:
+        host = host.encode("idna").decode("ascii") if not host.isascii() else host
+    except UnicodeError:
+        raise BadURL(f"invalid host name {parts.hostname!r}") from None
+    return host.lower().rstrip(".")
+
+
+def normalize(url: str) -> str:
+    """Canonical form of an absolute http(s) URL, so the same link always gets the same code.
+
+    Lower-case scheme and host, IDNA host, default port and fragment dropped, empty path
+    becomes ``/``, percent-encoding made uniform; the query is kept in order (it is
+    often meaningful on news sites).
+    """
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = _host(parts)
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        raise BadURL(f"invalid port in {url!r}") from None
+    netloc = host if port in (None, _DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
+    if parts.username or parts.password:
+        userinfo = quote(unquote(parts.username or ""), safe="")
+        if parts.password:
+            userinfo += ":" + quote(unquote(parts.password), safe="")
+        netloc = f"{userinfo}@{netloc}"
+    path = quote(parts.path or "/", safe=_SAFE_PATH)
+    query = quote(parts.query, safe=_SAFE_QUERY)
+    return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def validate_watch_url(url: str) -> str:
+    """Check that ``url`` is an absolute http(s) URL with a host; return it normalised."""
+    text = (url or "").strip()
+    if not text:
+        raise BadURL("empty URL")
+    parts = urlsplit(text)
+    if not parts.scheme or "://" not in text:
+        raise BadURL(f"{text!r} has no scheme: write it as https://{text.lstrip('/')}")
+    if parts.scheme.lower() not in WEB_SCHEMES:
+        raise BadURL(f"{text!r}: unsupported scheme {parts.scheme!r} (only http and https can be watched)")
+    if not parts.hostname:
+        raise BadURL(f"{text!r} has no host")
+    if any(ch.isspace() for ch in text):
+        raise BadURL(f"{text!r} contains whitespace")
+    return normalize(text)
+
+
+def is_public_address(address: str) -> bool:
+    """True for globally routable addresses; False for loopback, private, link-local
+    (cloud metadata lives at 169.254.169.254), shared, reserved and multicast ones."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def check_public(url: str) -> None:
+    """Raise :class:`BadURL` unless every address the URL's host resolves to is public.
+
+    Called at ``watch add`` and again before every request (including each redirect hop),
+    because DNS answers change.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, parts.port or _DEFAULT_PORTS.get(parts.scheme, 80), proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        raise BadURL(f"cannot resolve {host}: {exc.strerror}") from None
+    for info in infos:
+        address = info[4][0]
+        if not is_public_address(address):
+            raise BadURL(f"{host} resolves to non-public address {address} (set MONITOR_ALLOW_PRIVATE=1 to allow)")
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***``, safe for logs and status output."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{netloc}"))

@@ -1,0 +1,24 @@
+"""Distribution `homepage-monitor`: watch homepages, alert on every newly published link."""
+from setuptools import find_packages, setup
+
+setup(
+    name="homepage-monitor",
+    version="0.1.0",
+    description="Watch homepages and alert on every newly published link",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.11",
+    packages=find_packages(include=["monitor", "monitor.*", "workers", "workers.*", "controller", "controller.*"]),
+    install_requires=[
+        "pika>=1.3",
+        "requests>=2.31",
+        "html5lib>=1.1",
+        "beautifulsoup4>=4.12",
+        "plyvel>=1.5",
+        "supervisor>=4.2",
+        "schedule>=1.2",
+    ],
+    extras_require={"test": ["pytest>=7", "pytest-timeout>=2"]},
+    entry_points={"console_scripts": ["monitor = monitor.cli:main"]},
+)

@@ -1,0 +1,194 @@
+"""Real parts for integration tests: a private RabbitMQ node, a local HTTP origin, and the
+pipeline's processes started as real OS processes (killable with SIGKILL)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pika
+import pytest
+
+from monitor import amqp, broker as local_broker
+from monitor.config import Config
+from monitor.demo import LocalSite
+from monitor.log import get_logger
+from monitor.messages import Job
+from monitor.store import open_store
+from tests.helpers import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_broker_port() -> int:
+    """An AMQP port whose epmd (+5000) and distribution (+10000) companions are free too."""
+    for _ in range(200):
+        port = random.randint(10000, 14999)
+        if all(_free(p) for p in (port, port + 5000, port + 10000)):
+            return port
+    raise RuntimeError("no free port triple for a RabbitMQ node")
+
+
+class Node:
+    """A private RabbitMQ node in the foreground, started the way supervisord starts it."""
+
+    def __init__(self, home: Path) -> None:
+        self.config = Config(home=home, amqp_port=free_broker_port())
+        self.url = self.config.broker_url
+        self.proc: subprocess.Popen | None = None
+        local_broker.prepare(self.config)
+
+    def start(self) -> None:
+        local_broker.ensure_epmd(self.config, wait_for_supervised=0)
+        env = dict(os.environ, MONITOR_HOME=str(self.config.home), MONITOR_AMQP_PORT=str(self.config.amqp_port))
+        env.pop("AMQP_URL", None)
+        log = open(self.config.home / "rabbitmq.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "monitor.broker"], env=env, cwd=REPO,
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(self.accepts_connections, timeout=90, message="the RabbitMQ node to accept AMQP", interval=0.5)
+
+    def accepts_connections(self) -> bool:
+        try:
+            pika.BlockingConnection(pika.URLParameters(self.url)).close()
+            return True
+        except pika.exceptions.AMQPError:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"the RabbitMQ node exited with {self.proc.returncode}; see {self.config.home}/rabbitmq.log")
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.proc = None
+
+    def reset_queues(self) -> None:
+        """Delete the pipeline's queues so each test starts from an empty topology."""
+        connection = pika.BlockingConnection(pika.URLParameters(self.url))
+        channel = connection.channel()
+        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER):
+            channel.queue_delete(queue)
+        connection.close()
+
+
+@pytest.fixture(scope="session")
+def rabbit(tmp_path_factory):
+    node = Node(tmp_path_factory.mktemp("rabbitmq"))
+    node.start()
+    yield node
+    node.stop()
+    local_broker.stop_epmd(node.config)
+
+
+class Proc:
+    """One pipeline process (``python -m MODULE``) with its log file; restartable, killable."""
+
+    def __init__(self, module: str, env: dict[str, str], log_dir: Path, name: str) -> None:
+        self.module, self.env, self.name = module, env, name
+        self.log_path = log_dir / f"{name}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Proc":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", self.module], env=self.env, cwd=self.env["MONITOR_HOME"],
+                                     stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(60)
+
+    def restart(self) -> "Proc":
+        self.kill()
+        return self.start()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Pipeline:
+    """A test's own MONITOR_HOME, store and processes, connected to the shared node."""
+
+    def __init__(self, home: Path, rabbit: Node) -> None:
+        self.home = home
+        self.env = dict(os.environ, MONITOR_HOME=str(home), AMQP_URL=rabbit.url, MONITOR_ALLOW_PRIVATE="1",
+                        PYTHONPATH=str(REPO), MONITOR_CONFIG=str(home / "none.toml"))
+        (home / "none.toml").write_text("")
+        self.config = Config(home=home, amqp_url=rabbit.url, allow_private=True)
+        self.store = open_store(self.config.db_path)
+        self.procs: list[Proc] = []
+
+    def spawn(self, module: str, name: str) -> Proc:
+        proc = Proc(module, self.env, self.home, name).start()
+        self.procs.append(proc)
+        return proc
+
+    def worker(self, name: str = "worker") -> Proc:
+        return self.spawn("workers.worker", name)
+
+    def processor(self) -> Proc:
+        return self.spawn("controller.processor", "processor")
+
+    def scheduler(self) -> Proc:
+        return self.spawn("controller.scheduler", "scheduler")
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "monitor.cli", *args], env=self.env, cwd=self.home,
+                              capture_output=True, text=True, timeout=60)
+
+    def watch(self, watch_id: int):
+        return self.store.get_watch(watch_id)
+
+    def checks_done(self, watch_id: int) -> float:
+        return self.watch(watch_id).last_check or 0.0
+
+    def alert_lines(self) -> list[dict]:
+        path = self.config.alerts_path
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def publish_job(self, watch_id: int) -> None:
+        connection = amqp.connect(self.config, get_logger("test"), attempts=3)
+        channel = amqp.open_channel(connection, self.config)
+        amqp.publish(channel, amqp.JOB_QUEUE, Job(self.watch(watch_id).url, watch_id, time.time()).to_bytes())
+        connection.close()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill(signal.SIGTERM)
+        self.store.close()
+
+
+@pytest.fixture
+def pipeline(tmp_path, rabbit):
+    rabbit.reset_queues()
+    line = Pipeline(tmp_path, rabbit)
+    yield line
+    line.stop()
+
+
+@pytest.fixture
+def site():
+    origin = LocalSite().start()
+    yield origin
+    origin.stop()
+
