@@ -235,6 +235,11 @@ def _queue_depths(config) -> dict[str, tuple[int, int | None]]:
         connection.close()
 
 
+def _process_name(info: dict) -> str:
+    """``worker:worker_00`` for a process of a group, plain ``processor`` otherwise (as supervisorctl)."""
+    return info["name"] if info["group"] == info["name"] else f"{info['group']}:{info['name']}"
+
+
 def cmd_status(args, config, store) -> None:
     now = time.time()
     try:
@@ -249,7 +254,7 @@ def cmd_status(args, config, store) -> None:
         depths, depth_error = {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     summary = store.summary(now, config.job_timeout)
     if args.json:
-        _print_json({"processes": [{"name": f"{p['group']}:{p['name']}", "state": p["statename"], "pid": p["pid"]} for p in procs],
+        _print_json({"processes": [{"name": _process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
                      "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary})
         return
     print(f"home: {config.home}   broker: {'local node on 127.0.0.1:%d' % config.local_amqp_port if config.local_broker else 'external'}")
@@ -257,8 +262,7 @@ def cmd_status(args, config, store) -> None:
     if proc_error:
         print(f"  {proc_error}")
     for p in procs:
-        name = p["name"] if p["group"] == p["name"] else f"{p['group']}:{p['name']}"
-        print(f"  {name:<20} {p['statename']:<9} {p['description']}")
+        print(f"  {_process_name(p):<20} {p['statename']:<9} {p['description']}")
     print("\nqueues:")
     if depth_error:
         print(f"  unavailable: {depth_error}")
@@ -316,6 +320,7 @@ def cmd_demo(args, config, store) -> None:
     site.autopublish("/", every=args.every)
     print(f"demo site on {url}: a new story every {args.every:g}s; starting a stack under {demo.home}", flush=True)
     demo_store = open_store(demo.db_path)
+    watch = None
     try:
         stack.up(demo)
         watch = demo_store.add_watch(url, 5, name="demo")
@@ -334,6 +339,8 @@ def cmd_demo(args, config, store) -> None:
         raise RuntimeFailure(str(exc)) from None
     finally:
         site.stop()
+        if watch is not None:
+            demo_store.remove_watch(watch.id)  # its site is gone; the next demo starts afresh
         stack.down(demo)
         demo_store.close()
         print("demo stopped; its data stays in " + str(demo.home))
