@@ -149,7 +149,7 @@ def run_consumer(config: Config, queue: str, prefetch: int, handle: Handler, log
             channel.cancel()
         except BrokerUnavailable:
             return
-        except RECOVERABLE as exc:
+        except (PublishFailed, *RECOVERABLE) as exc:
             log.warning("broker connection lost, reconnecting", reason=f"{type(exc).__name__}: {exc}"[:300])
             stop.wait(1.0)
         finally:

@@ -129,14 +129,17 @@ def cmd_watch_set(args, config, store) -> None:
     print(f"watch {watch.id} now every {format_duration(watch.interval_s)}")
 
 
-def _import_rows(text: str):
-    """Rows of an import file: plain URLs, or CSV with optional columns url,interval,name,tag."""
-    rows = [row for row in csv.reader(io.StringIO(text)) if row and row[0].strip() and not row[0].lstrip().startswith("#")]
-    if rows and rows[0][0].strip().lower() == "url":
-        header = [cell.strip().lower() for cell in rows[0]]
-        return [dict(zip(header, (cell.strip() for cell in row))) for row in rows[1:]]
-    keys = ("url", "interval", "name", "tag")
-    return [dict(zip(keys, (cell.strip() for cell in row))) for row in rows]
+def _import_rows(text: str) -> list[tuple[int, dict[str, str]]]:
+    """``(line number, row)`` of an import file: plain URLs, or CSV with the columns
+    url,interval,name,tag,enabled (a header line naming them is optional)."""
+    reader = csv.reader(io.StringIO(text))
+    rows = [(reader.line_num, row) for row in reader
+            if row and row[0].strip() and not row[0].lstrip().startswith("#")]
+    keys = ["url", "interval", "name", "tag", "enabled"]
+    if rows and rows[0][1][0].strip().lower() == "url":
+        keys = [cell.strip().lower() for cell in rows[0][1]]
+        rows = rows[1:]
+    return [(line, dict(zip(keys, (cell.strip() for cell in row)))) for line, row in rows]
 
 
 def cmd_watch_import(args, config, store) -> None:
@@ -145,17 +148,18 @@ def cmd_watch_import(args, config, store) -> None:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {args.file}: {exc}") from None
     added = duplicates = invalid = 0
-    for number, row in enumerate(_import_rows(text), start=1):
+    for line, row in _import_rows(text):
         try:
             interval = _interval(row.get("interval") or None, config)
             url = _watch_url(row.get("url", ""), config)
-            store.add_watch(url, interval, row.get("name") or None, row.get("tag") or None)
+            enabled = row.get("enabled", "").lower() not in ("0", "false", "no", "off")
+            store.add_watch(url, interval, row.get("name") or None, row.get("tag") or None, enabled=enabled)
             added += 1
         except Duplicate:
             duplicates += 1
         except UsageError as exc:
             invalid += 1
-            print(f"row {number}: refused: {exc}", file=sys.stderr)
+            print(f"line {line}: refused: {exc}", file=sys.stderr)
     print(f"imported: {added} added, {duplicates} skipped as duplicates, {invalid} refused as invalid")
 
 
@@ -306,7 +310,11 @@ def cmd_check(args, config, store) -> None:
 
 
 def cmd_db_upgrade(args, config, store) -> None:
-    applied = upgrade(store.conn)
+    plain = Store(config.db_path)  # not open_store: that would apply the migrations before we can report them
+    try:
+        applied = upgrade(plain.conn)
+    finally:
+        plain.close()
     print("applied: " + ", ".join(applied) if applied else "database is up to date")
 
 
@@ -405,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check, needs_store=False)
     db = sub.add_parser("db", help="database maintenance").add_subparsers(dest="command", required=True, metavar="ACTION")
-    db.add_parser("upgrade", help="apply pending migrations").set_defaults(func=cmd_db_upgrade)
+    db.add_parser("upgrade", help="apply pending migrations").set_defaults(func=cmd_db_upgrade, needs_store=False)
     p = sub.add_parser("demo", help="run a local site that publishes links, watch it, show alerts")
     p.add_argument("--every", type=float, default=3.0, help="seconds between new stories (default 3)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")

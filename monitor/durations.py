@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_PATTERN = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+_PATTERN = re.compile(r"^\s*([0-9]{1,9})\s*([smhd])\s*$")
+MAXIMUM = 366 * 86400
 
 
 def parse_duration(text: str, minimum: int = 1) -> int:
@@ -15,6 +16,8 @@ def parse_duration(text: str, minimum: int = 1) -> int:
     seconds = int(match.group(1)) * _UNITS[match.group(2)]
     if seconds < minimum:
         raise ValueError(f"bad interval {text!r}: must be at least {minimum}s")
+    if seconds > MAXIMUM:
+        raise ValueError(f"bad interval {text!r}: must be at most 366d")
     return seconds
 
 

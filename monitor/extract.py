@@ -91,6 +91,8 @@ def _resolve(base: str, href: str) -> str | None:
     href = href.strip(_ASCII_WHITESPACE)
     if not href or href.startswith("#"):
         return None
+    if ":" not in href.split("/", 1)[0] or href.lower().startswith(WEB_SCHEMES):
+        href = href.replace("\\", "/")  # browsers read a backslash as a slash in web URLs
     try:
         url = urljoin(base, href)
         scheme = url.split(":", 1)[0].lower()
@@ -106,8 +108,8 @@ def _text(anchor: Tag) -> str:
 
 
 def _document_base(soup: BeautifulSoup, page_url: str) -> str:
-    """The first ``<base href>`` (resolved against the page URL), as browsers use it."""
-    base = soup.find("base", href=True)
+    """The first ``<base href>`` outside any ``<template>`` (resolved against the page URL)."""
+    base = next((tag for tag in soup.find_all("base", href=True) if tag.find_parent("template") is None), None)
     if base is None:
         return page_url
     candidate = urljoin(page_url, base["href"].strip(_ASCII_WHITESPACE))

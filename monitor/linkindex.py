@@ -43,6 +43,8 @@ class LinkIndex:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = plyvel.DB(str(path), create_if_missing=True)
         self.shorten = shorten
+        last = next(self.db.iterator(prefix=b"O", reverse=True, include_value=False), b"O0")
+        self._last_outbox = int(last[1:])
 
     def close(self) -> None:
         self.db.close()
@@ -74,7 +76,9 @@ class LinkIndex:
     def commit(self, watch_id: int, entries: dict[bytes, list], outbox_record: dict, baseline: bool) -> bytes:
         """Write index entries, the baseline marker and the outbox record in one synced batch;
         return the outbox key."""
-        key = b"O%020d" % time.time_ns()
+        # Strictly increasing even if the wall clock steps back: records drain in commit order.
+        self._last_outbox = max(time.time_ns(), self._last_outbox + 1)
+        key = b"O%020d" % self._last_outbox
         with self.db.write_batch(sync=True) as batch:
             for link_key, value in entries.items():
                 batch.put(link_key, json.dumps(value, separators=(",", ":")).encode("utf-8"))

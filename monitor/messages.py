@@ -95,7 +95,8 @@ class Task:
         for i, link in enumerate(context):
             if not isinstance(link, dict) or not isinstance(link.get("url"), str) or not isinstance(link.get("text", ""), str):
                 raise InvalidMessage(f"context[{i}] must be an object with string 'url' and 'text'")
-        status = _require(data, "status", str, optional=True) or "ok"
+        status = _require(data, "status", str, optional=True)
+        status = "ok" if status is None else status
         if status not in STATUSES:
             raise InvalidMessage(f"unknown status {status!r}")
         return cls(

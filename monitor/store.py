@@ -162,15 +162,15 @@ class Store:
 
     # --- the watch list -----------------------------------------------------------------
     def add_watch(self, url: str, interval_s: int, name: str | None = None, tag: str | None = None,
-                  now: float | None = None) -> Watch:
+                  enabled: bool = True, now: float | None = None) -> Watch:
         """Add a watch (``url`` already validated and normalised); raise Duplicate if present."""
         now = time.time() if now is None else now
         with self.transaction() as conn:
             if conn.execute("SELECT 1 FROM watches WHERE url = ?", (url,)).fetchone():
                 raise Duplicate(f"{url} is already watched")
             cursor = conn.execute(
-                "INSERT INTO watches (url, name, tag, interval_s, created_at, next_due) VALUES (?, ?, ?, ?, ?, ?)",
-                (url, name, tag, interval_s, now, now))
+                "INSERT INTO watches (url, name, tag, interval_s, enabled, created_at, next_due) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (url, name, tag, interval_s, int(enabled), now, now))
             watch_id = cursor.lastrowid
             conn.execute("UPDATE watches SET next_due = ? WHERE id = ?", (first_due(watch_id, interval_s, now), watch_id))
         return self.get_watch(watch_id)

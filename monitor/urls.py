@@ -7,7 +7,9 @@ URLs may be watched (:func:`validate_watch_url`) and which addresses may be fetc
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
+import string
 from urllib.parse import SplitResult, quote, unquote, urlsplit, urlunsplit
 
 WEB_SCHEMES = ("http", "https")
@@ -15,6 +17,11 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters left as they are when re-quoting a path or query (RFC 3986 reserved + unreserved + '%').
 _SAFE_PATH = "/:@!$&'()*+,;=-._~%"
 _SAFE_QUERY = _SAFE_PATH + "?"
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = set(string.ascii_letters + string.digits + "-._~")
+_HOST = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$|^[0-9a-f:.]+$")
+# NAT64 (RFC 6052) and IPv4-translated (RFC 2765) addresses embed an IPv4 address in their last 32 bits.
+_EMBEDDING_IPV4 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::ffff:0:0:0/96"))
 
 
 class BadURL(ValueError):
@@ -27,15 +34,26 @@ def _host(parts: SplitResult) -> str:
         host = host.encode("idna").decode("ascii") if not host.isascii() else host
     except UnicodeError:
         raise BadURL(f"invalid host name {parts.hostname!r}") from None
-    return host.lower().rstrip(".")
+    host = host.lower().rstrip(".")
+    if not _HOST.match(host):
+        raise BadURL(f"invalid host name {parts.hostname!r}")
+    return host
+
+
+def _uniform_escapes(text: str) -> str:
+    """``%7e`` -> ``~`` (unreserved characters unescaped), other escapes in upper case."""
+    def fix(match: re.Match) -> str:
+        char = chr(int(match.group(1), 16))
+        return char if char in _UNRESERVED else "%" + match.group(1).upper()
+    return _ESCAPE.sub(fix, text)
 
 
 def normalize(url: str) -> str:
     """Canonical form of an absolute http(s) URL, so the same link always gets the same code.
 
     Lower-case scheme and host, IDNA host, default port and fragment dropped, empty path
-    becomes ``/``, percent-encoding made uniform; the query is kept in order (it is
-    often meaningful on news sites).
+    becomes ``/``, percent-encoding made uniform (RFC 3986 6.2.2); the query is kept in
+    order (it is often meaningful on news sites).
     """
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
@@ -52,8 +70,8 @@ def normalize(url: str) -> str:
         if parts.password:
             userinfo += ":" + quote(unquote(parts.password), safe="")
         netloc = f"{userinfo}@{netloc}"
-    path = quote(parts.path or "/", safe=_SAFE_PATH)
-    query = quote(parts.query, safe=_SAFE_QUERY)
+    path = _uniform_escapes(quote(parts.path or "/", safe=_SAFE_PATH))
+    query = _uniform_escapes(quote(parts.query, safe=_SAFE_QUERY))
     return urlunsplit((scheme, netloc, path, query, ""))
 
 
@@ -78,8 +96,14 @@ def is_public_address(address: str) -> bool:
     """True for globally routable addresses; False for loopback, private, link-local
     (cloud metadata lives at 169.254.169.254), shared, reserved and multicast ones."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if any(ip in network for network in _EMBEDDING_IPV4):
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            ip = embedded
+        elif int(ip) >> 32 == 0:  # deprecated IPv4-compatible ::a.b.c.d
+            return False
     return ip.is_global and not ip.is_multicast
 
 

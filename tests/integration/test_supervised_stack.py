@@ -16,12 +16,26 @@ from tests.integration.conftest import REPO, free_broker_port
 PROGRAMS = {"epmd", "rabbitmq", "scheduler", "processor", "worker:worker_00", "worker:worker_01"}
 
 
-@pytest.fixture
-def stack_env(tmp_path):
+def _env(tmp_path, **extra) -> dict[str, str]:
     env = dict(os.environ, MONITOR_HOME=str(tmp_path / "home"), MONITOR_ALLOW_PRIVATE="1",
                MONITOR_AMQP_PORT=str(free_broker_port()), MONITOR_WORKERS="2", MONITOR_CONFIG=str(tmp_path / "none.toml"))
     env.pop("AMQP_URL", None)
+    env.update(extra)
     (tmp_path / "none.toml").write_text("")
+    return env
+
+
+@pytest.fixture
+def stack_env(tmp_path):
+    env = _env(tmp_path)
+    yield env
+    subprocess.run([sys.executable, "-m", "monitor.cli", "down"], env=env, cwd=REPO, timeout=180)
+
+
+@pytest.fixture
+def external_stack_env(tmp_path, rabbit):
+    rabbit.reset_queues()
+    env = _env(tmp_path, AMQP_URL=rabbit.url, MONITOR_WORKERS="1")
     yield env
     subprocess.run([sys.executable, "-m", "monitor.cli", "down"], env=env, cwd=REPO, timeout=180)
 
@@ -41,6 +55,16 @@ def _running(env) -> dict[str, int]:
     return {p["name"]: p["pid"] for p in _status(env)["processes"] if p["state"] == "RUNNING"}
 
 
+def _add_watch(env, url: str) -> int:
+    added = monitor(env, "watch", "add", url, "--interval", "1s")
+    assert added.returncode == 0, added.stderr
+    return int(re.search(r"added watch (\d+)", added.stdout).group(1))
+
+
+def _alerts(env) -> list[tuple[str, int]]:
+    return [(alert["url"], alert["watch_id"]) for alert in map(json.loads, monitor(env, "alerts", "--json").stdout.splitlines())]
+
+
 def test_monitor_up_runs_everything_and_survives_kill_9(stack_env, site):
     assert monitor(stack_env, "up").returncode == 0
     running = wait_for(lambda: (r := _running(stack_env)).keys() >= PROGRAMS and r, timeout=60,
@@ -51,10 +75,7 @@ def test_monitor_up_runs_everything_and_survives_kill_9(stack_env, site):
     for name in ("rabbitmq", "scheduler", "processor", "worker:worker_00", "job_queue", "task_queue"):
         assert name in human.stdout
 
-    url = site.add_page("/", [("/one", "One")])
-    added = monitor(stack_env, "watch", "add", url, "--interval", "1s")
-    assert added.returncode == 0, added.stderr
-    watch_id = re.search(r"added watch (\d+)", added.stdout).group(1)
+    watch_id = _add_watch(stack_env, site.add_page("/", [("/one", "One")]))
     wait_for(lambda: "ok" in monitor(stack_env, "watch", "list").stdout, timeout=90, message="the baseline check")
 
     # kill -9 a worker and the processor: supervisord restarts them and the pipeline carries on.
@@ -63,8 +84,21 @@ def test_monitor_up_runs_everything_and_survives_kill_9(stack_env, site):
         wait_for(lambda: _running(stack_env).get(name) not in (None, running[name]), timeout=30,
                  message=f"{name} restarted by supervisord")
     site.publish("/", "/two", "Two")
-    alerts = wait_for(lambda: monitor(stack_env, "alerts", "--json").stdout.splitlines(), timeout=60, message="the alert")
-    assert [(json.loads(line)["url"], json.loads(line)["watch_id"]) for line in alerts] == [(site.url("/two"), int(watch_id))]
+    assert wait_for(lambda: _alerts(stack_env), timeout=60, message="the alert") == [(site.url("/two"), watch_id)]
 
     assert monitor(stack_env, "down").returncode == 0
     assert "not running" in monitor(stack_env, "status").stdout
+
+
+def test_with_an_external_broker_the_local_node_is_not_started(external_stack_env, site):
+    env = external_stack_env
+    assert monitor(env, "up").returncode == 0
+    wait_for(lambda: _running(env).keys() >= {"scheduler", "processor", "worker:worker_00"}, timeout=60,
+             message="the pipeline RUNNING")
+    states = {p["name"]: p["state"] for p in _status(env)["processes"]}
+    assert states["rabbitmq"] == "STOPPED" and states["epmd"] == "STOPPED"
+
+    watch_id = _add_watch(env, site.add_page("/", [("/one", "One")]))
+    wait_for(lambda: "ok" in monitor(env, "watch", "list").stdout, timeout=60, message="the baseline check")
+    site.publish("/", "/two", "Two")
+    assert wait_for(lambda: _alerts(env), timeout=60, message="the alert") == [(site.url("/two"), watch_id)]

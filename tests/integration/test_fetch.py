@@ -1,0 +1,123 @@
+"""Bounded fetching against a real local HTTP origin that misbehaves on purpose."""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from monitor.check import check_page
+from monitor.config import Config
+from monitor.fetch import FetchError, fetch
+from monitor.messages import Job
+
+CONFIG = Config(allow_private=True, fetch_max_bytes=100_000, fetch_deadline=3.0, fetch_read_timeout=2.0,
+                fetch_max_redirects=3)
+
+
+def _send(handler: BaseHTTPRequestHandler, body: bytes, content_type: str = "text/html", status: int = 200,
+          headers: dict | None = None) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _trickle(handler):
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/html")
+    handler.end_headers()
+    for _ in range(100):  # one byte every 0.2 s: never a read timeout, always past the deadline
+        handler.wfile.write(b"x")
+        handler.wfile.flush()
+        time.sleep(0.2)
+
+
+ROUTES = {
+    "/ok": lambda h: _send(h, b'<a href="/x">X</a>'),
+    "/big": lambda h: _send(h, b"<p>" + b"a" * 200_000),
+    "/bomb": lambda h: _send(h, gzip.compress(b"\0" * 50_000_000), headers={"Content-Encoding": "gzip"}),
+    "/loop": lambda h: _send(h, b"", status=302, headers={"Location": "/loop"}),
+    "/hop": lambda h: _send(h, b"", status=301, headers={"Location": "/ok"}),
+    "/to-metadata": lambda h: _send(h, b"", status=302, headers={"Location": "http://169.254.169.254/latest/"}),
+    "/pdf": lambda h: _send(h, b"%PDF-1.4", content_type="application/pdf"),
+    "/missing": lambda h: _send(h, b"gone", status=404),
+    "/lying": lambda h: _send(h, '<a href="/c">Café</a>'.encode("latin-1"), content_type="text/html; charset=utf-8"),
+    "/trickle": _trickle,
+}
+
+
+@pytest.fixture(scope="module")
+def origin():
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            ROUTES[self.path](self)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def _error(url: str, config: Config = CONFIG) -> str:
+    with pytest.raises(FetchError) as caught:
+        fetch(url, config)
+    return str(caught.value)
+
+
+def test_a_redirect_is_followed_to_the_final_url(origin):
+    page = fetch(origin + "/hop", CONFIG)
+    assert page.final_url == origin + "/ok" and page.body == b'<a href="/x">X</a>'
+
+
+@pytest.mark.parametrize("path, reason", [
+    ("/big", "body exceeds 0.1 MB"),
+    ("/bomb", "body exceeds 0.1 MB"),
+    ("/loop", "more than 3 redirects"),
+    ("/pdf", "not HTML: content type application/pdf"),
+    ("/missing", "HTTP 404"),
+    ("/trickle", "deadline of 3s exceeded"),
+])
+def test_misbehaving_origins_end_as_one_line_reasons(origin, path, reason):
+    started = time.monotonic()
+    assert reason in _error(origin + path)
+    assert time.monotonic() - started < CONFIG.fetch_deadline + CONFIG.fetch_read_timeout + 1
+
+
+def test_private_targets_are_refused_unless_allowed(origin):
+    strict = dataclasses.replace(CONFIG, allow_private=False)
+    assert "non-public address 127.0.0.1" in _error(origin + "/ok", strict)
+    assert "non-public address 169.254.169.254" in _error("http://169.254.169.254/latest/", strict)
+
+
+def test_every_redirect_hop_is_checked(origin, monkeypatch):
+    """The loopback origin stands in for a public site; its redirect to cloud metadata is refused."""
+    from monitor import fetch as fetch_module, urls
+
+    def guard(url):
+        if "127.0.0.1" not in url:
+            urls.check_public(url)
+    monkeypatch.setattr(fetch_module, "check_public", guard)
+    strict = dataclasses.replace(CONFIG, allow_private=False)
+    assert "refused: 169.254.169.254 resolves to non-public address" in _error(origin + "/to-metadata", strict)
+
+
+def test_a_lying_charset_still_yields_the_right_text(origin):
+    task = check_page(Job(origin + "/lying", 1), CONFIG)
+    assert task.status == "ok" and task.context == [{"url": origin + "/c", "text": "Café"}]
+
+
+def test_a_failed_fetch_becomes_an_error_task(origin):
+    task = check_page(Job(origin + "/missing", 7), CONFIG)
+    assert (task.status, task.http_status, task.context, task.id) == ("error", 404, [], 7)
+    assert task.error.startswith("HTTP 404")

@@ -1,0 +1,241 @@
+"""The ``monitor`` command line, run in-process against a fresh ``$MONITOR_HOME``.
+
+Only store-backed commands are exercised (no broker, no supervisord, no network): URLs
+on other hosts are added with ``MONITOR_ALLOW_PRIVATE=1``, which skips DNS resolution.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+from monitor.store import open_store
+
+ENV_VARS = ("MONITOR_HOME", "MONITOR_CONFIG", "AMQP_URL", "MONITOR_AMQP_PORT", "MONITOR_WORKERS", "MONITOR_ALLOW_PRIVATE")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+class Monitor:
+    """Runs ``monitor.cli.main`` with a given home and captures what it prints."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], home: Path) -> None:
+        self.monkeypatch, self.capsys, self.home = monkeypatch, capsys, home
+
+    def __call__(self, *argv: str, allow_private: bool = False) -> Result:
+        self.capsys.readouterr()  # drop anything printed before
+        self.monkeypatch.setenv("MONITOR_HOME", str(self.home))
+        if allow_private:
+            self.monkeypatch.setenv("MONITOR_ALLOW_PRIVATE", "1")
+        else:
+            self.monkeypatch.delenv("MONITOR_ALLOW_PRIVATE", raising=False)
+        code = main(list(argv))
+        captured = self.capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    def add(self, url: str, *options: str) -> Result:
+        result = self("watch", "add", url, *options, allow_private=True)
+        assert result.code == 0, result.err
+        return result
+
+    def watches(self) -> list[dict]:
+        """The watch list as ``watch list --json`` prints it."""
+        result = self("watch", "list", "--json")
+        assert result.code == 0, result.err
+        return [json.loads(line) for line in result.out.splitlines()]
+
+
+@pytest.fixture
+def monitor(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Monitor:
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)  # no monitor.toml from the working directory
+    return Monitor(monkeypatch, capsys, tmp_path / "home")
+
+
+def assert_usage_error(result: Result, message: str) -> None:
+    """Exit code 2 and exactly one line on stderr that says ``message``."""
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and result.err.startswith("monitor: error: "), result.err
+    assert message in result.err
+    assert result.out == ""
+
+
+def watch_fields(watch: dict) -> tuple:
+    return watch["url"], watch["interval"], watch["name"], watch["tag"], watch["enabled"]
+
+
+# --- adding and refusing ---------------------------------------------------------------------
+def test_add_and_list(monitor: Monitor) -> None:
+    result = monitor.add("HTTPS://News.Example/#top", "--interval", "10m", "--name", "News", "--tag", "de")
+    assert result.out.startswith("added watch 1: https://news.example/ every 10m")
+    [watch] = monitor.watches()
+    assert watch_fields(watch) == ("https://news.example/", "10m", "News", "de", True)
+    assert watch["id"] == 1 and watch["last_status"] is None and watch["links_known"] == 0
+
+
+def test_add_default_interval_is_five_minutes(monitor: Monitor) -> None:
+    monitor.add("https://news.example/")
+    assert monitor.watches()[0]["interval"] == "5m"
+
+
+def test_list_json_prints_one_object_per_line(monitor: Monitor) -> None:
+    for host in ("a", "b", "c"):
+        monitor.add(f"https://{host}.example/")
+    lines = monitor("watch", "list", "--json").out.splitlines()
+    assert len(lines) == 3
+    assert [json.loads(line)["url"] for line in lines] == ["https://a.example/", "https://b.example/", "https://c.example/"]
+
+
+def test_list_of_nothing(monitor: Monitor) -> None:
+    assert monitor("watch", "list", "--json").out == ""
+    assert "no watches yet" in monitor("watch", "list").out
+
+
+def test_add_loopback_with_allow_private(monitor: Monitor) -> None:
+    assert monitor("watch", "add", "http://127.0.0.1:8000/", allow_private=True).code == 0
+    assert [w["url"] for w in monitor.watches()] == ["http://127.0.0.1:8000/"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("watch", "add", "example.com"), "has no scheme"),
+    (("watch", "add", "ftp://example.com/"), "unsupported scheme 'ftp'"),
+    (("watch", "add", "https://example.com/a b"), "contains whitespace"),
+    (("watch", "add", "https://new.example/", "--interval", "5x"), "bad interval '5x'"),
+    (("watch", "add", "https://new.example/", "--interval", "0s"), "must be at least 1s"),
+    (("watch", "add", "https://new.example/", "--interval", "99999999999999999999d"), "bad interval"),
+    (("watch", "add", "https://new.example/", "--interval", "400d"), "must be at most 366d"),
+    (("watch", "add", "https://existing.example/"), "https://existing.example/ is already watched"),
+    (("watch", "add", "HTTPS://EXISTING.example:443/#x"), "is already watched"),
+    (("watch", "remove", "99"), "no watch with id 99"),
+    (("watch", "remove", "https://unknown.example/"), "no watch with URL https://unknown.example/"),
+    (("watch", "enable", "99"), "no watch with id 99"),
+    (("watch", "disable", "99"), "no watch with id 99"),
+    (("watch", "set", "99", "--interval", "5m"), "no watch with id 99"),
+    (("watch", "set", "1"), "nothing to set: give --interval"),
+    (("watch", "set", "1", "--interval=-5m"), "bad interval '-5m'"),
+    (("links", "99"), "no watch with id 99"),
+    (("alerts", "--watch", "99"), "no watch with id 99"),
+    (("alerts", "--since", "5x"), "bad duration '5x'"),
+])
+def test_bad_input_is_a_usage_error_that_changes_nothing(monitor: Monitor, argv: tuple[str, ...], message: str) -> None:
+    monitor.add("https://existing.example/", "--interval", "1h")
+    before = monitor.watches()
+    assert_usage_error(monitor(*argv, allow_private=True), message)
+    assert monitor.watches() == before
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1/", "http://localhost:8080/", "http://10.0.0.1/", "http://[::1]/"])
+def test_private_address_is_refused_without_allow_private(monitor: Monitor, url: str) -> None:
+    assert_usage_error(monitor("watch", "add", url), "resolves to non-public address")
+    assert monitor.watches() == []
+
+
+def test_alerts_since_bad_duration_exits_2(monitor: Monitor) -> None:
+    result = monitor("alerts", "--since", "5x")
+    assert result.code == 2
+    assert result.err == ("monitor: error: bad duration '5x': write a number and a unit, e.g. 30s, 5m, 2h, 1d\n")
+
+
+# --- changing watches ------------------------------------------------------------------------------
+def test_disable_enable_set_and_remove(monitor: Monitor) -> None:
+    monitor.add("https://news.example/")
+    assert monitor("watch", "disable", "1").out == "watch 1 disabled\n"
+    assert monitor.watches()[0]["enabled"] is False
+    assert monitor("watch", "enable", "https://news.example/").out == "watch 1 enabled\n"
+    assert monitor.watches()[0]["enabled"] is True
+    assert monitor("watch", "set", "1", "--interval", "2h").out == "watch 1 now every 2h\n"
+    assert monitor.watches()[0]["interval"] == "2h"
+    assert monitor("watch", "remove", "1").out == "removed watch 1: https://news.example/\n"
+    assert monitor.watches() == []
+
+
+def test_links_and_alerts_of_a_new_watch(monitor: Monitor) -> None:
+    monitor.add("https://news.example/")
+    assert monitor("links", "1").out == "no links known yet for watch 1 (last status: never checked)\n"
+    assert monitor("links", "1", "--json").out == ""
+    assert monitor("alerts", "--since", "1h").out == ""
+
+
+# --- import and export ---------------------------------------------------------------------------
+IMPORT_FILE = """\
+# homepages to watch
+https://plain.example/
+https://csv.example/,10m,CSV Site,news
+
+https://plain.example/
+ftp://invalid.example/
+https://bad-interval.example/,5x
+HTTPS://CSV.example/#again
+"""
+
+
+def test_import_reports_added_duplicates_and_invalid(monitor: Monitor, tmp_path: Path) -> None:
+    path = tmp_path / "watches.txt"
+    path.write_text(IMPORT_FILE, encoding="utf-8")
+    result = monitor("watch", "import", str(path), allow_private=True)
+    assert result.code == 0
+    assert result.out == "imported: 2 added, 2 skipped as duplicates, 2 refused as invalid\n"
+    assert len(result.err.splitlines()) == 2
+    assert "unsupported scheme 'ftp'" in result.err and "bad interval '5x'" in result.err
+    assert [watch_fields(w) for w in monitor.watches()] == [
+        ("https://plain.example/", "5m", None, None, True),
+        ("https://csv.example/", "10m", "CSV Site", "news", True),
+    ]
+
+
+def test_import_with_a_header_row(monitor: Monitor, tmp_path: Path) -> None:
+    path = tmp_path / "watches.csv"
+    path.write_text("url,name,interval\nhttps://a.example/,A,1h\n", encoding="utf-8")
+    assert monitor("watch", "import", str(path), allow_private=True).code == 0
+    assert [watch_fields(w) for w in monitor.watches()] == [("https://a.example/", "1h", "A", None, True)]
+
+
+def test_import_refuses_private_addresses_without_allow_private(monitor: Monitor, tmp_path: Path) -> None:
+    path = tmp_path / "watches.txt"
+    path.write_text("http://127.0.0.1/\n", encoding="utf-8")
+    result = monitor("watch", "import", str(path))
+    assert result.out == "imported: 0 added, 0 skipped as duplicates, 1 refused as invalid\n"
+    assert monitor.watches() == []
+
+
+def test_import_of_a_missing_file_is_a_usage_error(monitor: Monitor, tmp_path: Path) -> None:
+    assert_usage_error(monitor("watch", "import", str(tmp_path / "nope.txt")), "cannot read")
+
+
+def test_export_then_import_into_a_fresh_home_round_trips(monitor: Monitor, tmp_path: Path) -> None:
+    monitor.add("https://a.example/", "--interval", "90m", "--name", "A, with comma", "--tag", "t1")
+    monitor.add("https://b.example/path?q=1", "--interval", "1d")
+    monitor.add("https://c.example/", "--name", 'Quote "c"')
+    assert monitor("watch", "disable", "3").code == 0
+    exported = monitor("watch", "export")
+    assert exported.code == 0
+    assert exported.out.splitlines()[0] == "url,interval,name,tag,enabled"
+    original = [watch_fields(w) for w in monitor.watches()]
+
+    path = tmp_path / "export.csv"
+    path.write_text(exported.out, encoding="utf-8")
+    monitor.home = tmp_path / "fresh-home"
+    imported = monitor("watch", "import", str(path), allow_private=True)
+    assert imported.out == "imported: 3 added, 0 skipped as duplicates, 0 refused as invalid\n"
+    assert [watch_fields(w) for w in monitor.watches()] == original
+    assert monitor("watch", "export").out == exported.out
+
+
+# --- the store the CLI writes --------------------------------------------------------------------
+def test_cli_writes_the_store_under_monitor_home(monitor: Monitor) -> None:
+    monitor.add("https://news.example/", "--interval", "30s")
+    store = open_store(monitor.home / "monitor.sqlite3")
+    try:
+        [watch] = store.list_watches()
+    finally:
+        store.close()
+    assert (watch.url, watch.interval_s, watch.enabled) == ("https://news.example/", 30, True)

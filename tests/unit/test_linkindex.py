@@ -1,0 +1,316 @@
+"""The seen-link index and the processor's task handling, on real LevelDB and SQLite files.
+
+No broker: tasks go straight to ``Processor.handle`` and the outbox is drained by hand,
+the way the processor does at start after a crash.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from controller.processor import Processor
+from monitor.codes import shorten
+from monitor.linkindex import LinkIndex, alert_id
+from monitor.messages import Alert, Task
+from monitor.sinks import JsonLinesSink
+from monitor.store import Store, Watch, open_store
+
+HOME = "https://news.example/"
+
+
+class Crash(Exception):
+    """Stands in for the process dying at a chosen point."""
+
+
+class CrashingSink:
+    """A sink that dies whenever it is handed alerts."""
+
+    name = "crashing"
+
+    def deliver(self, alerts: list[Alert]) -> None:
+        if alerts:
+            raise Crash("killed while delivering")
+
+    def delivered(self, alert_ids: set[str]) -> set[str]:
+        return set()
+
+
+class RecordingSink:
+    """A sink that keeps what it is given in memory."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.received: list[Alert] = []
+
+    def deliver(self, alerts: list[Alert]) -> None:
+        self.received.extend(alerts)
+
+    def delivered(self, alert_ids: set[str]) -> set[str]:
+        return {alert.alert_id for alert in self.received} & alert_ids
+
+
+# --- fixtures and helpers ----------------------------------------------------------------------
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = open_store(tmp_path / "db.sqlite3")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def open_index(tmp_path: Path) -> Iterator[Callable[..., LinkIndex]]:
+    """Open LinkIndex instances under tmp_path (closed at the end of the test)."""
+    opened: list[LinkIndex] = []
+
+    def factory(name: str = "ldb", shorten: Callable[[str], str] = shorten) -> LinkIndex:
+        index = LinkIndex(tmp_path / name, shorten=shorten)
+        opened.append(index)
+        return index
+
+    yield factory
+    for index in opened:
+        if not index.db.closed:
+            index.close()
+
+
+@pytest.fixture
+def index(open_index: Callable[..., LinkIndex]) -> LinkIndex:
+    return open_index()
+
+
+@pytest.fixture
+def jsonl(tmp_path: Path) -> JsonLinesSink:
+    return JsonLinesSink(tmp_path / "alerts.jsonl")
+
+
+@pytest.fixture
+def processor(store: Store, index: LinkIndex, jsonl: JsonLinesSink) -> Processor:
+    return Processor(store, index, [jsonl])
+
+
+@pytest.fixture
+def watch(store: Store) -> Watch:
+    return store.add_watch(HOME, 300)
+
+
+def page(*paths: str) -> list[dict[str, str]]:
+    """Task context for links to ``paths`` on the watched site; the text is the path in capitals."""
+    return [{"url": HOME + path, "text": path.upper()} for path in paths]
+
+
+def ok_task(watch: Watch, *paths: str) -> Task:
+    return Task(watch.url, watch.id, page(*paths))
+
+
+def jsonl_alerts(sink: JsonLinesSink) -> list[dict]:
+    if not sink.path.exists():
+        return []
+    return [json.loads(line) for line in sink.path.read_text(encoding="utf-8").splitlines()]
+
+
+def stored_urls(store: Store, watch: Watch) -> set[str]:
+    return {link.url for link in store.links(watch.id)}
+
+
+# --- alert ids -----------------------------------------------------------------------------------
+def test_alert_id_format() -> None:
+    assert alert_id(12, "aB3xYz", 0) == "12-aB3xYz"
+    assert alert_id(12, "aB3xYz", 2) == "12-aB3xYz-2"
+
+
+# --- baseline and new links ------------------------------------------------------------------------
+def test_first_task_is_a_baseline(processor: Processor, store: Store, index: LinkIndex, watch: Watch,
+                                  jsonl: JsonLinesSink) -> None:
+    assert processor.handle(ok_task(watch, "a", "b")) == 0
+    assert stored_urls(store, watch) == {HOME + "a", HOME + "b"}
+    assert {link.code for link in store.links(watch.id)} == {shorten(HOME + "a"), shorten(HOME + "b")}
+    assert jsonl_alerts(jsonl) == []
+    assert store.alerts() == []
+    assert index.is_baselined(watch.id)
+    assert store.get_watch(watch.id).last_status == "ok"
+
+
+def test_second_task_alerts_each_new_link(processor: Processor, store: Store, watch: Watch,
+                                          jsonl: JsonLinesSink) -> None:
+    processor.handle(ok_task(watch, "a", "b"))
+    assert processor.handle(ok_task(watch, "a", "b", "c", "d")) == 2
+    alerts = jsonl_alerts(jsonl)
+    assert [(a["url"], a["text"]) for a in alerts] == [(HOME + "c", "C"), (HOME + "d", "D")]
+    assert [a["alert_id"] for a in alerts] == [f"{watch.id}-{shorten(HOME + 'c')}", f"{watch.id}-{shorten(HOME + 'd')}"]
+    assert all(a["watch_id"] == watch.id and a["baseUrl"] == HOME for a in alerts)
+    assert [alert for _, alert in store.alerts()] == alerts
+    assert len(store.links(watch.id)) == 4
+
+
+def test_replaying_a_task_raises_nothing_new(processor: Processor, store: Store, watch: Watch,
+                                             jsonl: JsonLinesSink) -> None:
+    processor.handle(ok_task(watch, "a"))
+    task = ok_task(watch, "a", "b", "c")
+    assert processor.handle(task) == 2
+    assert processor.handle(task) == 0
+    assert len(jsonl_alerts(jsonl)) == 2
+    assert len(store.alerts()) == 2
+
+
+def test_links_are_compared_normalised(processor: Processor, watch: Watch, jsonl: JsonLinesSink) -> None:
+    processor.handle(ok_task(watch, "a"))
+    respelled = [{"url": "HTTPS://News.Example:443/a#comments", "text": "A again"}]
+    assert processor.handle(Task(watch.url, watch.id, respelled)) == 0
+    assert jsonl_alerts(jsonl) == []
+
+
+def test_unusable_link_urls_are_skipped(processor: Processor, store: Store, watch: Watch) -> None:
+    context = page("a") + [{"url": "http://news.example:99999/bad-port", "text": "bad"}]
+    processor.handle(Task(watch.url, watch.id, context))
+    assert stored_urls(store, watch) == {HOME + "a"}
+
+
+def test_index_survives_a_restart(store: Store, open_index: Callable[..., LinkIndex], watch: Watch,
+                                  jsonl: JsonLinesSink) -> None:
+    first = open_index()
+    Processor(store, first, [jsonl]).handle(ok_task(watch, "a", "b"))
+    first.close()
+    reopened = open_index()
+    assert reopened.is_baselined(watch.id)
+    assert Processor(store, reopened, [jsonl]).handle(ok_task(watch, "a", "b", "c")) == 1
+
+
+def test_watches_have_separate_indexes(processor: Processor, store: Store, watch: Watch,
+                                       jsonl: JsonLinesSink) -> None:
+    other = store.add_watch("https://other.example/", 300)
+    processor.handle(ok_task(watch, "a"))
+    processor.handle(Task(other.url, other.id, page("a")))    # the same URL is a baseline for the other watch
+    assert processor.handle(Task(other.url, other.id, page("a", "b"))) == 1
+    assert [a["watch_id"] for a in jsonl_alerts(jsonl)] == [other.id]
+
+
+# --- code collisions -------------------------------------------------------------------------------
+def test_collision_is_still_a_new_link(store: Store, open_index: Callable[..., LinkIndex], watch: Watch,
+                                       jsonl: JsonLinesSink) -> None:
+    index = open_index("colliding", shorten=lambda url: "AAAAAA")
+    processor = Processor(store, index, [jsonl])
+    processor.handle(ok_task(watch, "a"))
+    assert processor.handle(ok_task(watch, "a", "b")) == 1
+    assert [(a["alert_id"], a["url"], a["text"]) for a in jsonl_alerts(jsonl)] == \
+        [(f"{watch.id}-AAAAAA-1", HOME + "b", "B")]
+    assert stored_urls(store, watch) == {HOME + "a", HOME + "b"}
+    assert {link.code for link in store.links(watch.id)} == {"AAAAAA"}
+
+
+def test_collisions_within_one_task_get_distinct_ids(store: Store, open_index: Callable[..., LinkIndex],
+                                                     watch: Watch, jsonl: JsonLinesSink) -> None:
+    processor = Processor(store, open_index("colliding", shorten=lambda url: "AAAAAA"), [jsonl])
+    processor.handle(ok_task(watch, "a"))
+    assert processor.handle(ok_task(watch, "b", "c", "a")) == 2
+    assert processor.handle(ok_task(watch, "c", "b", "a")) == 0
+    assert [a["alert_id"] for a in jsonl_alerts(jsonl)] == [f"{watch.id}-AAAAAA-1", f"{watch.id}-AAAAAA-2"]
+
+
+# --- crash recovery through the outbox --------------------------------------------------------------
+def test_crash_before_applying_leaves_an_outbox_record(monkeypatch: pytest.MonkeyPatch, store: Store,
+                                                       index: LinkIndex, processor: Processor, watch: Watch,
+                                                       jsonl: JsonLinesSink) -> None:
+    processor.handle(ok_task(watch, "a"))
+
+    def crash(*args, **kwargs):
+        raise Crash("killed after the LevelDB batch")
+
+    monkeypatch.setattr(processor, "apply", crash)
+    task = ok_task(watch, "a", "b", "c")
+    with pytest.raises(Crash):
+        processor.handle(task)
+    assert len(list(index.outbox())) == 1
+    assert stored_urls(store, watch) == {HOME + "a"}
+    assert jsonl_alerts(jsonl) == []
+
+    restarted = Processor(store, index, [jsonl])
+    assert restarted.drain_outbox() == 1
+    assert list(index.outbox()) == []
+    assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + "b", HOME + "c"]
+    assert stored_urls(store, watch) == {HOME + "a", HOME + "b", HOME + "c"}
+    assert restarted.handle(task) == 0                      # the unacked task is redelivered
+    assert len(jsonl_alerts(jsonl)) == 2
+
+
+def test_crash_after_the_first_sink_delivers_each_alert_once(store: Store, index: LinkIndex, watch: Watch,
+                                                             jsonl: JsonLinesSink) -> None:
+    Processor(store, index, [jsonl]).handle(ok_task(watch, "a"))
+    with pytest.raises(Crash):
+        Processor(store, index, [jsonl, CrashingSink()]).handle(ok_task(watch, "a", "b", "c"))
+    delivered_before = jsonl_alerts(jsonl)
+    assert [a["url"] for a in delivered_before] == [HOME + "b", HOME + "c"]
+    assert len(list(index.outbox())) == 1
+
+    second = RecordingSink()
+    assert Processor(store, index, [jsonl, second]).drain_outbox() == 1
+    assert jsonl_alerts(jsonl) == delivered_before           # no duplicate in the JSONL file
+    assert [alert.url for alert in second.received] == [HOME + "b", HOME + "c"]
+    assert len(store.alerts()) == 2
+    assert list(index.outbox()) == []
+
+
+def test_draining_an_empty_outbox_does_nothing(processor: Processor, jsonl: JsonLinesSink) -> None:
+    assert processor.drain_outbox() == 0
+    assert jsonl_alerts(jsonl) == []
+
+
+def test_outbox_record_applied_twice_changes_nothing(store: Store, index: LinkIndex, watch: Watch,
+                                                     jsonl: JsonLinesSink) -> None:
+    """A record committed by hand and applied twice (crash before ``done``) stays exactly-once."""
+    processor = Processor(store, index, [jsonl])
+    processor.handle(ok_task(watch, "a"))
+    url = HOME + "z"
+    record = {"watch_id": watch.id, "base_url": HOME, "checked_at": 1700000000.0, "status": "ok",
+              "http_status": 200, "elapsed_ms": 5,
+              "links": [{"url": url, "text": "Z", "code": shorten(url), "alert_id": alert_id(watch.id, shorten(url), 0)}]}
+    key = index.commit(watch.id, {}, record, baseline=False)
+    processor.apply(key, record, recovering=False)
+    index.commit(watch.id, {}, record, baseline=False)     # as if the process died before done()
+    assert Processor(store, index, [jsonl]).drain_outbox() == 1
+    assert [a["alert_id"] for a in jsonl_alerts(jsonl)] == [f"{watch.id}-{shorten(url)}"]
+    assert len(store.alerts()) == 1
+
+
+# --- removed watches and errors ----------------------------------------------------------------------
+def test_task_for_a_removed_watch_is_dropped(processor: Processor, store: Store, index: LinkIndex,
+                                             watch: Watch, jsonl: JsonLinesSink) -> None:
+    processor.handle(ok_task(watch, "a"))
+    store.remove_watch(watch.id)
+    assert processor.handle(ok_task(watch, "a", "b")) == 0
+    assert list(index.outbox()) == []
+    assert jsonl_alerts(jsonl) == []
+    assert store.links(watch.id) == []
+
+
+def test_error_task_records_status_and_failures(processor: Processor, store: Store, index: LinkIndex,
+                                                watch: Watch) -> None:
+    processor.handle(Task(watch.url, watch.id, [], status="error", error="timeout after 45s"))
+    processor.handle(Task(watch.url, watch.id, [], status="error"))
+    after_errors = store.get_watch(watch.id)
+    assert after_errors.last_status == "error: unknown error"
+    assert after_errors.consecutive_failures == 2
+    assert after_errors.last_check is not None
+    assert not index.is_baselined(watch.id)
+
+    processor.handle(Task(watch.url, watch.id, [], status="error", error="HTTP 503"))
+    assert store.get_watch(watch.id).last_status == "error: HTTP 503"
+    processor.handle(ok_task(watch, "a"))
+    recovered = store.get_watch(watch.id)
+    assert (recovered.last_status, recovered.consecutive_failures) == ("ok", 0)
+
+
+def test_first_ok_task_after_errors_is_the_baseline(processor: Processor, watch: Watch, jsonl: JsonLinesSink) -> None:
+    processor.handle(Task(watch.url, watch.id, page("x"), status="error", error="timeout"))
+    assert processor.handle(ok_task(watch, "a", "b")) == 0
+    assert processor.handle(ok_task(watch, "a", "b", "c")) == 1
+    assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + "c"]
+
+
+def test_error_task_does_not_touch_known_links(processor: Processor, store: Store, watch: Watch) -> None:
+    processor.handle(ok_task(watch, "a"))
+    processor.handle(Task(watch.url, watch.id, page("b"), status="error", error="HTTP 500"))
+    assert stored_urls(store, watch) == {HOME + "a"}

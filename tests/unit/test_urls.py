@@ -1,0 +1,143 @@
+"""URL normalisation, watch-target validation, the private-address guard and redaction."""
+from __future__ import annotations
+
+import pytest
+
+from monitor.urls import BadURL, check_public, is_public_address, normalize, redact, validate_watch_url
+
+
+# --- normalize ---------------------------------------------------------------------------
+@pytest.mark.parametrize("url, expected", [
+    ("HTTP://Example.COM/Path", "http://example.com/Path"),          # path case is kept
+    ("http://example.com:80/a", "http://example.com/a"),
+    ("https://example.com:443/a", "https://example.com/a"),
+    ("https://example.com:80/a", "https://example.com:80/a"),        # not the default for https
+    ("http://example.com:8080/a", "http://example.com:8080/a"),
+    ("https://example.com/a#section-2", "https://example.com/a"),
+    ("https://example.com/a?x=1#y", "https://example.com/a?x=1"),
+    ("https://example.com", "https://example.com/"),
+    ("https://example.com?q=1", "https://example.com/?q=1"),
+    ("https://BÜCHER.example/pfad", "https://xn--bcher-kva.example/pfad"),
+    ("https://example.com/search?b=2&a=1", "https://example.com/search?b=2&a=1"),  # order kept
+    ("https://example.com/café", "https://example.com/caf%C3%A9"),
+    ("https://example.com/a b", "https://example.com/a%20b"),
+    ("https://example.com/?q=ü", "https://example.com/?q=%C3%BC"),
+    ("http://[::1]:80/", "http://[::1]/"),
+    ("  https://example.com/a  ", "https://example.com/a"),
+])
+def test_normalize(url: str, expected: str) -> None:
+    assert normalize(url) == expected
+
+
+@pytest.mark.parametrize("url", [
+    "HTTP://Example.COM:80/a#frag",
+    "https://BÜCHER.example/café?q=ü&r=a b",
+    "https://example.com/a%20b/%7Euser",
+    "https://user:p%40ss@example.com:8443/x?y",
+    "http://[2001:DB8::1]:8080/",
+])
+def test_normalize_is_idempotent(url: str) -> None:
+    once = normalize(url)
+    assert normalize(once) == once
+
+
+def test_normalize_keeps_existing_percent_escapes() -> None:
+    assert normalize("https://example.com/a%20b") == "https://example.com/a%20b"
+
+
+@pytest.mark.parametrize("a, b", [
+    ("https://example.com/%e2%82%ac", "https://example.com/%E2%82%AC"),
+    ("https://example.com/%7Euser?q=%7e", "https://example.com/~user?q=~"),
+    ("https://example.com/caf\u00e9", "https://example.com/caf%C3%A9"),
+])
+def test_normalize_makes_percent_escapes_uniform(a: str, b: str) -> None:
+    """The same link spelled with other escapes gets the same code: no false "new link"."""
+    assert normalize(a) == normalize(b)
+
+
+def test_normalize_rejects_a_host_with_spaces() -> None:
+    with pytest.raises(BadURL, match="invalid host name"):
+        normalize("http://exa mple.com/")
+
+
+def test_normalize_rejects_an_invalid_port() -> None:
+    with pytest.raises(BadURL, match="invalid port"):
+        normalize("http://example.com:99999/")
+
+
+# --- validate_watch_url -------------------------------------------------------------------
+@pytest.mark.parametrize("url, message", [
+    ("example.com", "has no scheme: write it as https://example.com"),
+    ("//example.com/", "has no scheme"),
+    ("ftp://example.com/", "unsupported scheme 'ftp'"),
+    ("file:///etc/passwd", "unsupported scheme 'file'"),
+    ("http://", "has no host"),
+    ("http:///path", "has no host"),
+    ("https://example.com/a b", "contains whitespace"),
+    ("https://exa mple.com/", "contains whitespace"),
+    ("", "empty URL"),
+    ("   ", "empty URL"),
+])
+def test_validate_watch_url_refuses(url: str, message: str) -> None:
+    with pytest.raises(BadURL) as info:
+        validate_watch_url(url)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_validate_watch_url_returns_the_normalised_url() -> None:
+    assert validate_watch_url(" HTTPS://Example.com:443#top ") == "https://example.com/"
+
+
+# --- the private-address guard --------------------------------------------------------------
+@pytest.mark.parametrize("address", [
+    "127.0.0.1",
+    "10.1.2.3",
+    "192.168.1.1",
+    "172.16.0.1",
+    "169.254.169.254",   # cloud metadata
+    "100.64.0.1",        # shared address space (carrier-grade NAT)
+    "0.0.0.0",
+    "224.0.0.1",
+    "::1",
+    "fe80::1",
+    "fe80::1%eth0",
+    "fc00::1",
+    "::ffff:127.0.0.1",  # IPv4-mapped loopback
+    "::ffff:10.0.0.1",
+])
+def test_non_public_addresses_are_refused(address: str) -> None:
+    assert is_public_address(address) is False
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700::1", "::ffff:8.8.8.8"])
+def test_public_addresses_are_accepted(address: str) -> None:
+    assert is_public_address(address) is True
+
+
+@pytest.mark.parametrize("url, host", [("http://127.0.0.1/", "127.0.0.1"), ("http://localhost/", "localhost"),
+                                       ("http://[::1]:8080/", "::1"), ("http://10.0.0.1/", "10.0.0.1")])
+def test_check_public_refuses_local_targets(url: str, host: str) -> None:
+    with pytest.raises(BadURL) as info:
+        check_public(url)
+    message = str(info.value)
+    assert message.startswith(f"{host} resolves to non-public address")
+    assert "MONITOR_ALLOW_PRIVATE=1" in message
+
+
+# --- redact ---------------------------------------------------------------------------------
+def test_redact_hides_the_password() -> None:
+    redacted = redact("https://alice:s3cret@example.com/feed?x=1")
+    assert redacted == "https://alice:***@example.com/feed?x=1"
+    assert "s3cret" not in redacted
+
+
+def test_redact_keeps_a_password_containing_at_sign_hidden() -> None:
+    redacted = redact("https://alice:p@ss@example.com/")
+    assert "p@ss" not in redacted
+    assert redacted.endswith("@example.com/")
+
+
+@pytest.mark.parametrize("url", ["https://example.com/a", "https://alice@example.com/"])
+def test_redact_leaves_urls_without_password_alone(url: str) -> None:
+    assert redact(url) == url
