@@ -22,7 +22,7 @@ import time
 from monitor import amqp, config as configuration
 from monitor.linkindex import LinkIndex
 from monitor.log import get_logger
-from monitor.messages import Alert, InvalidMessage, Task
+from monitor.messages import Alert, Task
 from monitor.sinks import Sink, build_sinks
 from monitor.store import CheckResult, LinkRecord, NotFound, Store, open_store
 from monitor.urls import BadURL, normalize
@@ -101,13 +101,8 @@ class Processor:
             self.log.info("outbox drained after restart", records=count)
         return count
 
-    def on_message(self, channel, method, properties, body: bytes) -> None:
-        try:
-            task = Task.from_bytes(body)
-        except InvalidMessage as exc:
-            self.log.warning("task rejected to dead_letter", reason=str(exc))
-            channel.basic_reject(method.delivery_tag, requeue=False)
-            return
+    def on_task(self, channel, method, task: Task) -> None:
+        """Handle one task: acked once its effects are durable, requeued if they could not be made so."""
         try:
             if self.outbox_dirty:
                 self.drain_outbox()
@@ -133,7 +128,7 @@ def main() -> None:
     processor = Processor(store, index, build_sinks(config))
     try:
         processor.drain_outbox()  # before consuming: alerts a crash left half-delivered go out first
-        amqp.run_consumer(config, amqp.TASK_QUEUE, config.processor_prefetch, processor.on_message, processor.log, stop)
+        amqp.run_consumer(config, amqp.TASK_QUEUE, config.processor_prefetch, Task, processor.on_task, processor.log, stop)
     finally:
         index.close()
         store.close()

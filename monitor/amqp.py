@@ -20,6 +20,7 @@ import pika.exceptions
 
 from monitor.config import Config
 from monitor.log import EventLogger
+from monitor.messages import InvalidMessage
 from monitor.urls import redact
 
 JOB_QUEUE = "job_queue"
@@ -122,30 +123,33 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-Handler = Callable[[object, object, object, bytes], None]
-
-
-def run_consumer(config: Config, queue: str, prefetch: int, handle: Handler, log: EventLogger,
-                 stop: threading.Event, on_connect: Callable[[object], None] | None = None) -> None:
+def run_consumer(config: Config, queue: str, prefetch: int, schema, handle: Callable[[object, object, object], None],
+                 log: EventLogger, stop: threading.Event) -> None:
     """Consume ``queue`` until ``stop`` is set, reconnecting whenever the broker goes away.
 
-    ``handle(channel, method, properties, body)`` must ack or reject the message itself,
-    after its output is confirmed or committed. Messages unacked when the connection is
-    lost or the loop stops are requeued by the broker.
+    Each body is decoded with ``schema.from_bytes``; one that fails validation is rejected to
+    ``dead_letter`` with a logged reason. ``handle(channel, method, message)`` must ack (or
+    nack) the message itself, after its output is confirmed or committed. Messages unacked
+    when the connection is lost or the loop stops are requeued by the broker.
     """
     while not stop.is_set():
         connection = None
         try:
             connection = connect(config, log, stop=stop)
             channel = open_channel(connection, config, prefetch)
-            if on_connect is not None:
-                on_connect(channel)
             log.info("consuming", queue=queue, prefetch=prefetch)
-            for method, properties, body in channel.consume(queue, inactivity_timeout=1.0):
+            for method, _properties, body in channel.consume(queue, inactivity_timeout=1.0):
                 if stop.is_set():
                     break
-                if method is not None:
-                    handle(channel, method, properties, body)
+                if method is None:
+                    continue
+                try:
+                    message = schema.from_bytes(body)
+                except InvalidMessage as exc:
+                    log.warning("message rejected to dead_letter", queue=queue, reason=str(exc))
+                    channel.basic_reject(method.delivery_tag, requeue=False)
+                    continue
+                handle(channel, method, message)
             channel.cancel()
         except BrokerUnavailable:
             return

@@ -13,7 +13,7 @@ import requests
 from monitor import amqp, config as configuration
 from monitor.check import check_page
 from monitor.log import get_logger
-from monitor.messages import InvalidMessage, Job
+from monitor.messages import Job
 
 
 class Worker:
@@ -22,20 +22,12 @@ class Worker:
         self.name = name
         self.log = get_logger("worker")
         self.session = requests.Session()
-        self.jobs_done = 0
 
-    def on_message(self, channel, method, properties, body: bytes) -> None:
+    def on_job(self, channel, method, job: Job) -> None:
         """Handle one job: the job is acked only once its task is confirmed by the broker."""
-        try:
-            job = Job.from_bytes(body)
-        except InvalidMessage as exc:
-            self.log.warning("job rejected to dead_letter", reason=str(exc))
-            channel.basic_reject(method.delivery_tag, requeue=False)
-            return
         task = check_page(job, self.config, self.session, worker=self.name)
         amqp.publish(channel, amqp.TASK_QUEUE, task.to_bytes())
         channel.basic_ack(method.delivery_tag)
-        self.jobs_done += 1
         self.log.info("checked", watch_id=job.id, url=job.base_url, status=task.status, error=task.error,
                       links=len(task.context), elapsed_ms=task.elapsed_ms, redelivered=method.redelivered)
 
@@ -46,7 +38,7 @@ def main() -> None:
     worker = Worker(config, f"{socket.gethostname()}/{name}")
     stop = amqp.stop_on_signals()
     worker.log.info("starting", worker=worker.name, prefetch=config.worker_prefetch)
-    amqp.run_consumer(config, amqp.JOB_QUEUE, config.worker_prefetch, worker.on_message, worker.log, stop)
+    amqp.run_consumer(config, amqp.JOB_QUEUE, config.worker_prefetch, Job, worker.on_job, worker.log, stop)
 
 
 if __name__ == "__main__":

@@ -137,6 +137,7 @@ class Pipeline:
         self.config = Config(home=home, amqp_url=rabbit.url, allow_private=True)
         self.store = open_store(self.config.db_path)
         self.procs: list[Proc] = []
+        self.connections: list = []
 
     def spawn(self, module: str, name: str) -> Proc:
         proc = Proc(module, self.env, self.home, name).start()
@@ -166,15 +167,21 @@ class Pipeline:
         path = self.config.alerts_path
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-    def publish_job(self, watch_id: int) -> None:
+    def channel(self):
+        """A confirming channel on the test's broker, closed at teardown."""
         connection = amqp.connect(self.config, get_logger("test"), attempts=3)
-        channel = amqp.open_channel(connection, self.config)
-        amqp.publish(channel, amqp.JOB_QUEUE, Job(self.watch(watch_id).url, watch_id, time.time()).to_bytes())
-        connection.close()
+        self.connections.append(connection)
+        return amqp.open_channel(connection, self.config)
+
+    def publish_job(self, watch_id: int) -> None:
+        amqp.publish(self.channel(), amqp.JOB_QUEUE, Job(self.watch(watch_id).url, watch_id, time.time()).to_bytes())
 
     def stop(self) -> None:
         for proc in self.procs:
             proc.kill(signal.SIGTERM)
+        for connection in self.connections:
+            if connection.is_open:
+                connection.close()
         self.store.close()
 
 
