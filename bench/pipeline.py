@@ -41,6 +41,36 @@ def wait_until(predicate, timeout: float, what: str) -> float:
     return time.monotonic() - start
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _peak_kb(pid: int) -> int:
+    """VmHWM of a process plus its descendants (the RabbitMQ program is a script running Erlang)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    own = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+    return own + sum(_peak_kb(child) for child in _children(pid))
+
+
+def peak_rss(home: Path) -> list[tuple[str, float]]:
+    """(program, peak RSS in MB of its process tree) for every program supervisord runs for this stack."""
+    from monitor import config as configuration, stack
+    return [(info["name"], _peak_kb(info["pid"]) / 1024)
+            for info in stack.processes(configuration.load({"MONITOR_HOME": str(home)})) if info["pid"]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=1000)
@@ -90,6 +120,7 @@ def main() -> None:
               f"max {latencies[-1]:.2f}s")
         duplicates = len(alerts()) - len({url for url, _ in alerts()})
         print(f"alerts: {len(alerts())}, duplicates: {duplicates}, origin requests: {site.requests}")
+        print("peak RSS per process: " + ", ".join(f"{name} {mb:.0f} MB" for name, mb in peak_rss(home)))
         store.close()
     finally:
         monitor(env, "down")
