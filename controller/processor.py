@@ -29,7 +29,10 @@ from monitor.urls import BadURL, normalize
 
 
 def _status(task: Task) -> str:
-    return "ok" if task.status == "ok" else f"error: {task.error or 'unknown error'}"
+    """The one line ``watch list`` shows: ``ok``, ``ok (<warning>)`` or ``error: <reason>``."""
+    if task.status == "ok":
+        return f"ok ({task.error})" if task.error else "ok"
+    return f"error: {task.error or 'unknown error'}"
 
 
 class Processor:

@@ -20,7 +20,7 @@ from monitor.durations import format_age, format_duration, parse_duration
 from monitor.log import get_logger
 from monitor.messages import Job
 from monitor.store import Duplicate, NotFound, Store, open_store, upgrade
-from monitor.urls import BadURL, check_public, validate_watch_url
+from monitor.urls import BadURL, Unresolvable, check_public, validate_watch_url
 
 
 class UsageError(Exception):
@@ -45,15 +45,20 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _watch_url(url: str, config: configuration.Config) -> str:
-    """Validate a watch target, including the private-address guard unless allowed."""
+def _watch_url(url: str, config: configuration.Config) -> tuple[str, str | None]:
+    """Validate a watch target, including the private-address guard unless allowed.
+
+    Returns the normalised URL and a warning when the host does not resolve right now: not
+    fatal (DNS may be down for a moment, and every fetch checks the address again).
+    """
     try:
         normalised = validate_watch_url(url)
-        if not config.allow_private:
-            check_public(normalised)
+        check_public(normalised, config.allow_private)
+    except Unresolvable as exc:
+        return normalised, f"{exc}; the address is checked again at every fetch"
     except BadURL as exc:
         raise UsageError(str(exc)) from None
-    return normalised
+    return normalised, None
 
 
 def _interval(text: str | None, config: configuration.Config) -> int:
@@ -79,13 +84,15 @@ def _watch_id(store: Store, ref: str) -> int:
 # --- watch ---------------------------------------------------------------------------------
 def cmd_watch_add(args, config, store) -> None:
     interval = _interval(args.interval, config)
-    url = _watch_url(args.url, config)
+    url, warning = _watch_url(args.url, config)
     try:
         watch = store.add_watch(url, interval, args.name, args.tag)
     except Duplicate as exc:
         raise UsageError(str(exc)) from None
     print(f"added watch {watch.id}: {watch.url} every {format_duration(watch.interval_s)} "
           f"(first check at {_ts(watch.next_due)})")
+    if warning:
+        print(f"monitor: warning: {warning}", file=sys.stderr)
 
 
 def _watch_dict(watch) -> dict:
@@ -151,7 +158,7 @@ def cmd_watch_import(args, config, store) -> None:
     for line, row in _import_rows(text):
         try:
             interval = _interval(row.get("interval") or None, config)
-            url = _watch_url(row.get("url", ""), config)
+            url, _ = _watch_url(row.get("url", ""), config)
             enabled = row.get("enabled", "").lower() not in ("0", "false", "no", "off")
             store.add_watch(url, interval, row.get("name") or None, row.get("tag") or None, enabled=enabled)
             added += 1
@@ -296,7 +303,7 @@ def cmd_down(args, config, store) -> None:
 
 
 def cmd_check(args, config, store) -> None:
-    url = _watch_url(args.url, config)
+    url, _ = _watch_url(args.url, config)
     task = check_page(Job(url, 0), config)
     if task.status != "ok":
         raise RuntimeFailure(f"{url}: {task.error}")

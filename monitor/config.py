@@ -41,6 +41,7 @@ class Config:
     fetch_max_bytes: int = 10_000_000
     fetch_max_redirects: int = 5
     max_links_per_page: int = 20_000
+    parse_deadline: float = 20.0
     user_agent: str = "homepage-monitor/0.1 (+https://github.com/homepage-monitor; change monitoring bot)"
     worker_prefetch: int = 1
     processor_prefetch: int = 50

@@ -76,11 +76,10 @@ def fetch(url: str, config: Config, session: requests.Session | None = None) -> 
     for _ in range(config.fetch_max_redirects + 1):
         if time.monotonic() > deadline:
             raise FetchError(f"deadline of {config.fetch_deadline:g}s exceeded", final_url=current)
-        if not config.allow_private:
-            try:
-                check_public(current)
-            except BadURL as exc:
-                raise FetchError(f"refused: {exc}", final_url=current) from None
+        try:
+            check_public(current, config.allow_private)
+        except BadURL as exc:
+            raise FetchError(f"refused: {exc}", final_url=current) from None
         try:
             response = session.get(
                 current, headers=headers, stream=True, allow_redirects=False,

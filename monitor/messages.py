@@ -2,7 +2,8 @@
 
 * job  (``job_queue``):  ``{"baseUrl", "id", "enqueued_at"?, "attempt"?}``
 * task (``task_queue``): ``{"baseUrl", "id", "context": [{"url", "text"}], "status": "ok"|"error",
-  "error", "final_url", "fetched_at", "elapsed_ms", "http_status", "worker"}``
+  "error", "final_url", "fetched_at", "elapsed_ms", "http_status", "worker"}``; ``error`` with
+  status ``ok`` is a warning (e.g. the page had more links than are watched)
 * alert (sinks):        ``{"alert_id", "watch_id", "baseUrl", "url", "text", "first_seen"}``
 
 Unknown fields are ignored. A message that fails validation raises :class:`InvalidMessage`

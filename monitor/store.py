@@ -254,7 +254,7 @@ class Store:
                 if alert_id is not None:
                     conn.execute("INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
                                  (alert_id, result.watch_id, link.url, link.text, link.first_seen))
-            failed = result.status != "ok"
+            failed = not result.status.startswith("ok")
             conn.execute("""
                 UPDATE watches SET last_check = ?, last_status = ?, last_http_status = ?, last_elapsed_ms = ?,
                        in_flight_since = NULL, next_due = ?,

@@ -28,6 +28,10 @@ class BadURL(ValueError):
     """A URL that cannot be watched or fetched; the message says why in one line."""
 
 
+class Unresolvable(BadURL):
+    """The host has no DNS answer right now (it may have one later)."""
+
+
 def _host(parts: SplitResult) -> str:
     host = parts.hostname or ""
     try:
@@ -107,21 +111,32 @@ def is_public_address(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def check_public(url: str) -> None:
-    """Raise :class:`BadURL` unless every address the URL's host resolves to is public.
+def is_link_local(address: str) -> bool:
+    """169.254.0.0/16 and fe80::/10: where cloud metadata services answer."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_link_local
 
-    Called at ``watch add`` and again before every request (including each redirect hop),
-    because DNS answers change.
+
+def check_public(url: str, allow_private: bool = False) -> None:
+    """Raise :class:`BadURL` unless every address the URL's host resolves to may be fetched.
+
+    By default only public addresses may; ``allow_private`` admits loopback and private
+    networks too, but never link-local ones (cloud metadata). Called at ``watch add`` and
+    again before every request (including each redirect hop), because DNS answers change.
     """
     parts = urlsplit(url)
     host = parts.hostname or ""
     try:
         infos = socket.getaddrinfo(host, parts.port or _DEFAULT_PORTS.get(parts.scheme, 80), proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
-        raise BadURL(f"cannot resolve {host}: {exc.strerror}") from None
+        raise Unresolvable(f"cannot resolve {host}: {exc.strerror}") from None
     for info in infos:
         address = info[4][0]
-        if not is_public_address(address):
+        if is_link_local(address):
+            raise BadURL(f"{host} resolves to link-local address {address} (cloud metadata is never fetched)")
+        if not allow_private and not is_public_address(address):
             raise BadURL(f"{host} resolves to non-public address {address} (set MONITOR_ALLOW_PRIVATE=1 to allow)")
 
 

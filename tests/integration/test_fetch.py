@@ -97,19 +97,12 @@ def test_misbehaving_origins_end_as_one_line_reasons(origin, path, reason):
 def test_private_targets_are_refused_unless_allowed(origin):
     strict = dataclasses.replace(CONFIG, allow_private=False)
     assert "non-public address 127.0.0.1" in _error(origin + "/ok", strict)
-    assert "non-public address 169.254.169.254" in _error("http://169.254.169.254/latest/", strict)
+    assert "link-local address 169.254.169.254" in _error("http://169.254.169.254/latest/", strict)
 
 
-def test_every_redirect_hop_is_checked(origin, monkeypatch):
-    """The loopback origin stands in for a public site; its redirect to cloud metadata is refused."""
-    from monitor import fetch as fetch_module, urls
-
-    def guard(url):
-        if "127.0.0.1" not in url:
-            urls.check_public(url)
-    monkeypatch.setattr(fetch_module, "check_public", guard)
-    strict = dataclasses.replace(CONFIG, allow_private=False)
-    assert "refused: 169.254.169.254 resolves to non-public address" in _error(origin + "/to-metadata", strict)
+def test_every_redirect_hop_is_checked_and_metadata_is_never_fetched(origin):
+    """Even with private targets allowed, a redirect to the cloud metadata address is refused."""
+    assert "refused: 169.254.169.254 resolves to link-local address" in _error(origin + "/to-metadata")
 
 
 def test_a_lying_charset_still_yields_the_right_text(origin):
