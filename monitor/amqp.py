@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+import uuid
 from typing import Callable
 
 import pika
@@ -100,12 +101,16 @@ def open_channel(connection: pika.BlockingConnection, config: Config, prefetch: 
     return channel
 
 
-def publish(channel, queue: str, body: bytes, headers: dict | None = None) -> None:
-    """Publish a persistent message and wait for the broker's confirm; raise PublishFailed otherwise."""
+def publish(channel, queue: str, body: bytes, message_id: str | None = None) -> None:
+    """Publish a persistent message and wait for the broker's confirm; raise PublishFailed otherwise.
+
+    Each message gets an id (kept when replayed from ``dead_letter``) so it can be named.
+    """
     try:
         channel.basic_publish(
             exchange="", routing_key=queue, body=body, mandatory=True,
-            properties=pika.BasicProperties(delivery_mode=2, content_type="application/json", headers=headers),
+            properties=pika.BasicProperties(delivery_mode=2, content_type="application/json",
+                                            message_id=message_id or uuid.uuid4().hex),
         )
     except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as exc:
         raise PublishFailed(f"broker did not accept the message for {queue}: {type(exc).__name__}") from None

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from monitor import amqp, broker, config as configuration, stack
+from monitor import amqp, broker, config as configuration, deadletters, stack
 from monitor.check import check_page
 from monitor.durations import format_age, format_duration, parse_duration
 from monitor.log import get_logger
@@ -316,6 +316,42 @@ def cmd_check(args, config, store) -> None:
         print(f"# {len(task.context)} links from {task.final_url} in {task.elapsed_ms} ms (HTTP {task.http_status})", file=sys.stderr)
 
 
+def _dead_letters(config):
+    try:
+        return deadletters.DeadLetterQueue(config)
+    except amqp.BrokerUnavailable as exc:
+        raise RuntimeFailure(str(exc)) from None
+
+
+def cmd_dlq_list(args, config, store) -> None:
+    with _dead_letters(config) as dlq:
+        letters = dlq.list()
+    for letter in letters:
+        if args.json:
+            _print_json({"id": letter.id, "queue": letter.queue, "reason": letter.reason,
+                         "body": letter.body.decode("utf-8", errors="replace")})
+        else:
+            print(f"{letter.id}  from {letter.queue} ({letter.reason})  {letter.preview()}")
+    if not args.json:
+        print(f"{len(letters)} dead letter(s)", file=sys.stderr)
+
+
+def cmd_dlq_replay(args, config, store) -> None:
+    if args.all == bool(args.ids):
+        raise UsageError("give dead-letter IDs (see `monitor dlq list`) or --all")
+    with _dead_letters(config) as dlq:
+        replayed = dlq.replay(None if args.all else set(args.ids))
+    missing = set(args.ids) - {letter.id for letter in replayed}
+    print(f"replayed {len(replayed)} message(s)")
+    if missing:
+        raise UsageError(f"not in dead_letter (or not replayable): {', '.join(sorted(missing))}")
+
+
+def cmd_dlq_purge(args, config, store) -> None:
+    with _dead_letters(config) as dlq:
+        print(f"purged {dlq.purge()} dead letter(s)")
+
+
 def cmd_db_upgrade(args, config, store) -> None:
     plain = Store(config.db_path)  # not open_store: that would apply the migrations before we can report them
     try:
@@ -419,6 +455,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check, needs_store=False)
+    dlq = sub.add_parser("dlq", help="messages the pipeline refused").add_subparsers(dest="command", required=True, metavar="ACTION")
+    p = dlq.add_parser("list", help="show dead letters: id, origin queue, reason, body")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_dlq_list, needs_store=False)
+    p = dlq.add_parser("replay", help="send dead letters back to the queue they came from")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--all", action="store_true")
+    p.set_defaults(func=cmd_dlq_replay, needs_store=False)
+    dlq.add_parser("purge", help="delete every dead letter").set_defaults(func=cmd_dlq_purge, needs_store=False)
     db = sub.add_parser("db", help="database maintenance").add_subparsers(dest="command", required=True, metavar="ACTION")
     db.add_parser("upgrade", help="apply pending migrations").set_defaults(func=cmd_db_upgrade, needs_store=False)
     p = sub.add_parser("demo", help="run a local site that publishes links, watch it, show alerts")

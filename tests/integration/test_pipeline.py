@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 import signal
 
-from monitor import amqp
 from tests.helpers import wait_for
 
 INITIAL = [("/a", "First story"), ("/b", "Second story"), ("/c", "Third story")]
@@ -98,20 +97,3 @@ def test_processor_restarted_between_tasks_gives_no_duplicate_alerts(pipeline, s
     assert [(a["url"], a["text"]) for a in alerts] == [(site.url("/fresh"), "Fresh story")]
     assert len(pipeline.store.alerts()) == 1
 
-
-def test_malformed_messages_are_dead_lettered_and_good_ones_still_flow(pipeline, site):
-    url = site.add_page("/", INITIAL)
-    pipeline.processor()
-    pipeline.worker()
-    watch_id = pipeline.store.add_watch(url, 3600).id
-    channel = pipeline.channel()
-    poison = [b"not json", b"[1, 2]", b'{"baseUrl": "http://x/"}', b'{"baseUrl": 5, "id": 1}']
-    for body in poison:
-        amqp.publish(channel, amqp.JOB_QUEUE, body)
-        amqp.publish(channel, amqp.TASK_QUEUE, body)
-    pipeline.publish_job(watch_id)
-
-    wait_for(lambda: pipeline.watch(watch_id).last_status == "ok", timeout=60, message="the good job's result")
-    wait_for(lambda: channel.queue_declare(amqp.DEAD_LETTER, passive=True).method.message_count == 2 * len(poison),
-             timeout=30, message="every poison message in dead_letter")
-    assert "message rejected to dead_letter" in pipeline.procs[1].log_text()

@@ -1,0 +1,88 @@
+"""Poison messages end in dead_letter, never loop, and `monitor dlq` manages them."""
+from __future__ import annotations
+
+import json
+import signal
+
+from monitor import amqp
+from tests.helpers import wait_for
+
+PAGE = [("/a", "A story")]
+
+
+def _dead_letters(pipeline) -> list[dict]:
+    result = pipeline.cli("dlq", "list", "--json")
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def _dead_count(channel) -> int:
+    return channel.queue_declare(amqp.DEAD_LETTER, passive=True).method.message_count
+
+
+def test_malformed_messages_are_dead_lettered_while_good_ones_flow(pipeline, site):
+    pipeline.processor()
+    worker = pipeline.worker()
+    watch_id = pipeline.store.add_watch(site.add_page("/", PAGE), 3600).id
+    channel = pipeline.channel()
+    poison = {
+        "not JSON": b"not json",
+        "not an object": b"[1, 2]",
+        "missing id": b'{"baseUrl": "http://x/"}',
+        "wrong type": b'{"baseUrl": 5, "id": 1}',
+        "oversize": b'{"baseUrl": "http://x/", "id": 1, "pad": "' + b"x" * (33 * 1024 * 1024) + b'"}',
+    }
+    for body in poison.values():
+        amqp.publish(channel, amqp.JOB_QUEUE, body)
+        amqp.publish(channel, amqp.TASK_QUEUE, body)
+    pipeline.publish_job(watch_id)
+
+    wait_for(lambda: pipeline.watch(watch_id).last_status == "ok", timeout=60, message="the good job's result")
+    wait_for(lambda: _dead_count(channel) == 2 * len(poison), timeout=60, message="every poison message in dead_letter")
+    letters = _dead_letters(pipeline)
+    assert sorted(letter["queue"] for letter in letters) == sorted([amqp.JOB_QUEUE, amqp.TASK_QUEUE] * len(poison))
+    assert {letter["reason"] for letter in letters} == {"rejected"}
+    log = worker.log_text()
+    for reason in ("not JSON", "expected a JSON object", "missing field 'id'", "wrong type", "exceeds the"):
+        assert reason in log, f"the worker's log does not explain {reason!r}"
+    assert _dead_count(channel) == 2 * len(poison), "listing must not remove anything"
+
+    purged = pipeline.cli("dlq", "purge")
+    assert purged.returncode == 0 and f"purged {2 * len(poison)}" in purged.stdout
+    assert _dead_count(channel) == 0
+
+
+def test_a_job_that_keeps_killing_its_worker_is_dead_lettered_then_replayed(pipeline, site):
+    pipeline.processor()
+    worker = pipeline.worker()
+    killer = pipeline.store.add_watch(site.add_page("/killer", PAGE), 3600).id
+    healthy = pipeline.store.add_watch(site.add_page("/healthy", PAGE), 3600).id
+    channel = pipeline.channel()
+    pipeline.publish_job(killer)
+
+    deliveries = 0
+    while _dead_count(channel) == 0:
+        entered = site.hold("/killer")
+        if not entered.wait(5):
+            break  # no redelivery came: the message must be in dead_letter by now
+        deliveries += 1
+        assert deliveries <= 10, "the poison job keeps looping"
+        worker.kill(signal.SIGKILL)
+        worker.start()
+    wait_for(lambda: _dead_count(channel) == 1, timeout=30, message="the poison job in dead_letter")
+    assert deliveries == 6, "a delivery limit of 5 allows 6 deliveries"
+    [letter] = _dead_letters(pipeline)
+    assert (letter["queue"], letter["reason"]) == (amqp.JOB_QUEUE, "delivery_limit")
+    assert json.loads(letter["body"])["id"] == killer
+
+    # The pipeline goes on with good work meanwhile.
+    pipeline.publish_job(healthy)
+    wait_for(lambda: pipeline.watch(healthy).last_status == "ok", timeout=60, message="the healthy watch")
+
+    # Once the origin is fixed, replay brings the job back and it completes.
+    site.release("/killer")
+    replayed = pipeline.cli("dlq", "replay", letter["id"])
+    assert replayed.returncode == 0 and "replayed 1" in replayed.stdout, replayed.stderr
+    wait_for(lambda: pipeline.watch(killer).last_status == "ok", timeout=60, message="the replayed job")
+    assert _dead_count(channel) == 0
+    assert pipeline.cli("dlq", "replay", "no-such-id").returncode == 2
