@@ -132,12 +132,16 @@ class Pipeline:
     def __init__(self, home: Path, rabbit: Node) -> None:
         self.home = home
         self.env = dict(os.environ, MONITOR_HOME=str(home), AMQP_URL=rabbit.url, MONITOR_ALLOW_PRIVATE="1",
-                        PYTHONPATH=str(REPO), MONITOR_CONFIG=str(home / "none.toml"))
-        (home / "none.toml").write_text("")
+                        PYTHONPATH=str(REPO), MONITOR_CONFIG=str(home / "monitor.toml"))
+        self.configure()
         self.config = Config(home=home, amqp_url=rabbit.url, allow_private=True)
         self.store = open_store(self.config.db_path)
         self.procs: list[Proc] = []
         self.connections: list = []
+
+    def configure(self, **settings: float | int) -> None:
+        """Write the processes' monitor.toml (before spawning them)."""
+        (self.home / "monitor.toml").write_text("".join(f"{key} = {value!r}\n" for key, value in settings.items()))
 
     def spawn(self, module: str, name: str) -> Proc:
         proc = Proc(module, self.env, self.home, name).start()

@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -13,60 +10,17 @@ from monitor.check import check_page
 from monitor.config import Config
 from monitor.fetch import FetchError, fetch
 from monitor.messages import Job
+from tests.hostile import HostileOrigin
 
 CONFIG = Config(allow_private=True, fetch_max_bytes=100_000, fetch_deadline=3.0, fetch_read_timeout=2.0,
                 fetch_max_redirects=3)
 
 
-def _send(handler: BaseHTTPRequestHandler, body: bytes, content_type: str = "text/html", status: int = 200,
-          headers: dict | None = None) -> None:
-    handler.send_response(status)
-    handler.send_header("Content-Type", content_type)
-    handler.send_header("Content-Length", str(len(body)))
-    for name, value in (headers or {}).items():
-        handler.send_header(name, value)
-    handler.end_headers()
-    handler.wfile.write(body)
-
-
-def _trickle(handler):
-    handler.send_response(200)
-    handler.send_header("Content-Type", "text/html")
-    handler.end_headers()
-    for _ in range(100):  # one byte every 0.2 s: never a read timeout, always past the deadline
-        handler.wfile.write(b"x")
-        handler.wfile.flush()
-        time.sleep(0.2)
-
-
-ROUTES = {
-    "/ok": lambda h: _send(h, b'<a href="/x">X</a>'),
-    "/big": lambda h: _send(h, b"<p>" + b"a" * 200_000),
-    "/bomb": lambda h: _send(h, gzip.compress(b"\0" * 50_000_000), headers={"Content-Encoding": "gzip"}),
-    "/loop": lambda h: _send(h, b"", status=302, headers={"Location": "/loop"}),
-    "/hop": lambda h: _send(h, b"", status=301, headers={"Location": "/ok"}),
-    "/to-metadata": lambda h: _send(h, b"", status=302, headers={"Location": "http://169.254.169.254/latest/"}),
-    "/pdf": lambda h: _send(h, b"%PDF-1.4", content_type="application/pdf"),
-    "/missing": lambda h: _send(h, b"gone", status=404),
-    "/lying": lambda h: _send(h, '<a href="/c">Café</a>'.encode("latin-1"), content_type="text/html; charset=utf-8"),
-    "/trickle": _trickle,
-}
-
-
 @pytest.fixture(scope="module")
 def origin():
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            ROUTES[self.path](self)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    hostile = HostileOrigin()
+    yield hostile.base
+    hostile.stop()
 
 
 def _error(url: str, config: Config = CONFIG) -> str:

@@ -1,0 +1,89 @@
+"""A local origin that misbehaves on purpose: one route per way a web server can hurt a crawler."""
+from __future__ import annotations
+
+import functools
+import gzip
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def _send(handler: BaseHTTPRequestHandler, body: bytes, content_type: str = "text/html", status: int = 200,
+          headers: dict | None = None) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _trickle(handler: BaseHTTPRequestHandler) -> None:
+    """A body that never finishes: one byte every 0.2 s (never a read timeout), for 20 s at most."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/html")
+    handler.end_headers()
+    for _ in range(100):
+        handler.wfile.write(b"x")
+        handler.wfile.flush()
+        time.sleep(0.2)
+
+
+@functools.cache
+def nested_page(depth: int = 100_000) -> bytes:
+    return b"<html><body>" + b"<div>" * depth + b'<a href="/deep">deep</a>' + b"</div>" * depth
+
+
+@functools.cache
+def many_links_page(count: int = 200_000) -> bytes:
+    return b"<html><body>" + b"".join(b'<a href="/l%d">link %d</a>' % (i, i) for i in range(count))
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    return gzip.compress(b"\0" * 200_000_000, compresslevel=9)
+
+
+ROUTES = {
+    "/ok": lambda h: _send(h, b'<a href="/x">X</a>'),
+    "/big": lambda h: _send(h, b"<p>" + b"a" * 11_000_000),
+    "/bomb": lambda h: _send(h, gzip_bomb(), headers={"Content-Encoding": "gzip"}),
+    "/loop": lambda h: _send(h, b"", status=302, headers={"Location": "/loop"}),
+    "/hop": lambda h: _send(h, b"", status=301, headers={"Location": "/ok"}),
+    "/to-metadata": lambda h: _send(h, b"", status=302, headers={"Location": "http://169.254.169.254/latest/"}),
+    "/pdf": lambda h: _send(h, b"%PDF-1.4", content_type="application/pdf"),
+    "/missing": lambda h: _send(h, b"gone", status=404),
+    "/lying": lambda h: _send(h, '<a href="/c">Café</a>'.encode("latin-1"), content_type="text/html; charset=utf-8"),
+    "/invalid-bytes": lambda h: _send(h, b'<a href="/i">\xff\xfe\x00 broken \xc3\x28 bytes</a>',
+                                      content_type="text/html; charset=utf-8"),
+    "/nested": lambda h: _send(h, nested_page()),
+    "/many-links": lambda h: _send(h, many_links_page()),
+    "/trickle": _trickle,
+}
+
+
+class HostileOrigin:
+    """Serves :data:`ROUTES` on 127.0.0.1 in a background thread."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server naming
+                ROUTES[self.path](self)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        class QuietServer(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address) -> None:
+                pass  # the client hanging up on a hostile response is the expected outcome
+
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
