@@ -15,6 +15,7 @@ from monitor import amqp, config as configuration
 from monitor.log import get_logger
 from monitor.messages import Job
 from monitor.store import Store, open_store
+from monitor.urls import redact
 
 BATCH = 2000  # watches published per tick at most; the rest stay due for the next tick
 
@@ -38,6 +39,8 @@ class Scheduler:
         try:
             self.connection = amqp.connect(self.config, self.log, attempts=1)
             self.channel = amqp.open_channel(self.connection, self.config)
+            if self.backoff > 0.5:
+                self.log.info("broker connected", broker=redact(self.config.broker_url))
             self.backoff = 0.5
             return self.channel
         except (amqp.BrokerUnavailable, *amqp.RECOVERABLE) as exc:

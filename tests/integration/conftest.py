@@ -2,6 +2,7 @@
 pipeline's processes started as real OS processes (killable with SIGKILL)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -138,6 +139,11 @@ class Pipeline:
         self.store = open_store(self.config.db_path)
         self.procs: list[Proc] = []
         self.connections: list = []
+
+    def use_broker(self, url: str) -> None:
+        """Point this pipeline's processes (spawned after this call) at another broker URL."""
+        self.env["AMQP_URL"] = url
+        self.config = dataclasses.replace(self.config, amqp_url=url)
 
     def configure(self, **settings: float | int) -> None:
         """Write the processes' monitor.toml (before spawning them)."""
