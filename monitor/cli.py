@@ -20,7 +20,7 @@ from monitor.durations import format_age, format_duration, parse_duration
 from monitor.log import get_logger
 from monitor.messages import Job
 from monitor.store import Duplicate, NotFound, Store, open_store, upgrade
-from monitor.urls import BadURL, Unresolvable, check_public, validate_watch_url
+from monitor.urls import BadURL, Unresolvable, check_public, redact, validate_watch_url
 
 
 class UsageError(Exception):
@@ -268,7 +268,8 @@ def cmd_status(args, config, store) -> None:
         _print_json({"processes": [{"name": _process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
                      "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary})
         return
-    print(f"home: {config.home}   broker: {'local node on 127.0.0.1:%d' % config.local_amqp_port if config.local_broker else 'external'}")
+    where = f"local node on 127.0.0.1:{config.local_amqp_port}" if config.local_broker else redact(config.broker_url)
+    print(f"home: {config.home}   broker: {where}")
     print("\nprocesses:")
     if proc_error:
         print(f"  {proc_error}")
