@@ -8,16 +8,30 @@ imports never fire every watch at once.
 from __future__ import annotations
 
 import time
+from urllib.parse import urlsplit
 
 import schedule
 
 from monitor import amqp, config as configuration
 from monitor.log import get_logger
 from monitor.messages import Job
-from monitor.store import Store, open_store
+from monitor.store import Store, Watch, open_store
 from monitor.urls import redact
 
 BATCH = 2000  # watches published per tick at most; the rest stay due for the next tick
+
+
+def interleave_by_host(watches: list[Watch]) -> list[Watch]:
+    """Round-robin over hosts (the patent's mixed ordering), so one host's many watches
+    never go out as a burst; within a host, the most overdue first."""
+    by_host: dict[str, list[Watch]] = {}
+    for watch in watches:
+        by_host.setdefault(urlsplit(watch.url).hostname or "", []).append(watch)
+    queues = list(by_host.values())
+    mixed = []
+    for rank in range(max(map(len, queues), default=0)):
+        mixed.extend(queue[rank] for queue in queues if rank < len(queue))
+    return mixed
 
 
 class Scheduler:
@@ -60,7 +74,7 @@ class Scheduler:
         try:
             # Keeps the idle connection's heartbeats flowing between publishes.
             self.connection.process_data_events(0)
-            for watch in due:
+            for watch in interleave_by_host(due):
                 amqp.publish(channel, amqp.JOB_QUEUE, Job(watch.url, watch.id, now).to_bytes())
                 self.store.mark_in_flight(watch.id, now)
                 published += 1

@@ -5,6 +5,10 @@ Topology (declared idempotently by every process at connect):
 * ``job_queue`` and ``task_queue``: durable quorum queues with a delivery limit; a message
   rejected, or redelivered more often than the limit, goes to ``dead_letter``.
 * ``dead_letter``: durable quorum queue, inspected and replayed with ``monitor dlq``.
+* ``control``: request/reply (direct reply-to) from workers to the controller: proxy leases.
+* ``heartbeats``: worker heartbeats to the controller (expire after a minute unread).
+* ``host_events``: fanout exchange; a worker that runs out of exits for a host tells every
+  other worker (each binds its own exclusive queue) and the controller (``host_events.controller``).
 
 Every publish is persistent, mandatory and confirmed by the broker. Consumers ack manually.
 """
@@ -27,6 +31,11 @@ from monitor.urls import redact
 JOB_QUEUE = "job_queue"
 TASK_QUEUE = "task_queue"
 DEAD_LETTER = "dead_letter"
+CONTROL_QUEUE = "control"
+HEARTBEAT_QUEUE = "heartbeats"
+HOST_EVENTS = "host_events"
+HOST_EVENTS_CONTROLLER = "host_events.controller"
+REPLY_TO = "amq.rabbitmq.reply-to"
 
 # Errors after which the right move is to drop the connection and connect again.
 RECOVERABLE = (
@@ -45,6 +54,10 @@ class PublishFailed(RuntimeError):
     """The broker refused (nacked) or could not route a message."""
 
 
+class RpcTimeout(RuntimeError):
+    """No reply arrived in time (the controller is down or busy)."""
+
+
 def declare_topology(channel: pika.adapters.blocking_connection.BlockingChannel, config: Config) -> None:
     """Declare the dead-letter queue and the two work queues (a no-op when they exist)."""
     channel.queue_declare(DEAD_LETTER, durable=True, arguments={"x-queue-type": "quorum"})
@@ -55,6 +68,11 @@ def declare_topology(channel: pika.adapters.blocking_connection.BlockingChannel,
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": DEAD_LETTER,
         })
+    channel.queue_declare(CONTROL_QUEUE, durable=True, arguments={"x-message-ttl": 30_000})
+    channel.queue_declare(HEARTBEAT_QUEUE, durable=True, arguments={"x-message-ttl": 60_000, "x-max-length": 100_000})
+    channel.exchange_declare(HOST_EVENTS, exchange_type="fanout", durable=True)
+    channel.queue_declare(HOST_EVENTS_CONTROLLER, durable=True)
+    channel.queue_bind(HOST_EVENTS_CONTROLLER, HOST_EVENTS)
 
 
 def connect(config: Config, log: EventLogger, attempts: int | None = None,
@@ -101,19 +119,50 @@ def open_channel(connection: pika.BlockingConnection, config: Config, prefetch: 
     return channel
 
 
-def publish(channel, queue: str, body: bytes, message_id: str | None = None) -> None:
+def publish(channel, queue: str, body: bytes, message_id: str | None = None, exchange: str = "") -> None:
     """Publish a persistent message and wait for the broker's confirm; raise PublishFailed otherwise.
 
     Each message gets an id (kept when replayed from ``dead_letter``) so it can be named.
     """
     try:
         channel.basic_publish(
-            exchange="", routing_key=queue, body=body, mandatory=True,
+            exchange=exchange, routing_key=queue, body=body, mandatory=True,
             properties=pika.BasicProperties(delivery_mode=2, content_type="application/json",
                                             message_id=message_id or uuid.uuid4().hex),
         )
     except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as exc:
         raise PublishFailed(f"broker did not accept the message for {queue}: {type(exc).__name__}") from None
+
+
+class RpcClient:
+    """Request/reply over RabbitMQ's direct reply-to, on a channel of its own."""
+
+    def __init__(self, connection: pika.BlockingConnection) -> None:
+        self.connection = connection
+        self.channel = connection.channel()
+        self.replies: dict[str, bytes] = {}
+        self.channel.basic_consume(REPLY_TO, self._on_reply, auto_ack=True)
+
+    def _on_reply(self, channel, method, properties, body: bytes) -> None:
+        self.replies[properties.correlation_id] = body
+
+    def call(self, queue: str, body: bytes, timeout: float = 5.0) -> bytes:
+        """Send ``body`` to ``queue`` and wait for its reply; raise RpcTimeout after ``timeout``."""
+        correlation_id = uuid.uuid4().hex
+        self.channel.basic_publish("", queue, body, pika.BasicProperties(
+            reply_to=REPLY_TO, correlation_id=correlation_id, expiration=str(int(timeout * 1000))))
+        deadline = time.monotonic() + timeout
+        while correlation_id not in self.replies:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RpcTimeout(f"no reply from {queue} within {timeout:g}s")
+            self.connection.process_data_events(time_limit=min(remaining, 0.2))
+        return self.replies.pop(correlation_id)
+
+
+def reply(channel, properties, body: bytes) -> None:
+    """Answer a request received with ``reply_to`` and ``correlation_id``."""
+    channel.basic_publish("", properties.reply_to, body, pika.BasicProperties(correlation_id=properties.correlation_id))
 
 
 def stop_on_signals() -> threading.Event:
@@ -128,34 +177,15 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def run_consumer(config: Config, queue: str, prefetch: int, schema, handle: Callable[[object, object, object], None],
-                 log: EventLogger, stop: threading.Event) -> None:
-    """Consume ``queue`` until ``stop`` is set, reconnecting whenever the broker goes away.
-
-    Each body is decoded with ``schema.from_bytes``; one that fails validation is rejected to
-    ``dead_letter`` with a logged reason. ``handle(channel, method, message)`` must ack (or
-    nack) the message itself, after its output is confirmed or committed. Messages unacked
-    when the connection is lost or the loop stops are requeued by the broker.
-    """
+def reconnecting(config: Config, log: EventLogger, stop: threading.Event,
+                 session: Callable[[pika.BlockingConnection], None]) -> None:
+    """Run ``session(connection)`` until ``stop`` is set, connecting again (with backoff)
+    whenever the broker goes away: connection reset, node restart, channel closed."""
     while not stop.is_set():
         connection = None
         try:
             connection = connect(config, log, stop=stop)
-            channel = open_channel(connection, config, prefetch)
-            log.info("consuming", queue=queue, prefetch=prefetch)
-            for method, _properties, body in channel.consume(queue, inactivity_timeout=1.0):
-                if stop.is_set():
-                    break
-                if method is None:
-                    continue
-                try:
-                    message = schema.from_bytes(body)
-                except InvalidMessage as exc:
-                    log.warning("message rejected to dead_letter", queue=queue, reason=str(exc))
-                    channel.basic_reject(method.delivery_tag, requeue=False)
-                    continue
-                handle(channel, method, message)
-            channel.cancel()
+            session(connection)
         except BrokerUnavailable:
             return
         except (PublishFailed, *RECOVERABLE) as exc:
@@ -167,4 +197,40 @@ def run_consumer(config: Config, queue: str, prefetch: int, schema, handle: Call
                     connection.close()
                 except RECOVERABLE:
                     pass
-    log.info("stopped", queue=queue)
+    log.info("stopped")
+
+
+def run_consumer(config: Config, queue: str, prefetch: int, schema, handle: Callable[[object, object, object], None],
+                 log: EventLogger, stop: threading.Event, on_connect: Callable[[object, object], None] | None = None,
+                 on_stop: Callable[[], None] | None = None) -> None:
+    """Consume ``queue`` until ``stop`` is set, reconnecting whenever the broker goes away.
+
+    Each body is decoded with ``schema.from_bytes``; one that fails validation is rejected to
+    ``dead_letter`` with a logged reason. ``handle(channel, method, message)`` must ack (or
+    nack) the message itself, after its output is confirmed or committed. Messages unacked
+    when the connection is lost or the loop stops are requeued by the broker.
+    ``on_connect(connection, channel)`` runs after every (re)connect; ``on_stop()`` once, when
+    ``stop`` is set, while the connection is still open.
+    """
+    def session(connection: pika.BlockingConnection) -> None:
+        channel = open_channel(connection, config, prefetch)
+        if on_connect is not None:
+            on_connect(connection, channel)
+        log.info("consuming", queue=queue, prefetch=prefetch)
+        for method, _properties, body in channel.consume(queue, inactivity_timeout=1.0):
+            if stop.is_set():
+                break
+            if method is None:
+                continue
+            try:
+                message = schema.from_bytes(body)
+            except InvalidMessage as exc:
+                log.warning("message rejected to dead_letter", queue=queue, reason=str(exc))
+                channel.basic_reject(method.delivery_tag, requeue=False)
+                continue
+            handle(channel, method, message)
+        channel.cancel()
+        if on_stop is not None:
+            on_stop()
+
+    reconnecting(config, log, stop, session)

@@ -17,7 +17,7 @@ import requests
 
 from monitor.config import Config
 from monitor.extract import extract_links
-from monitor.fetch import FetchError, fetch
+from monitor.fetch import FetchError, Page, fetch
 from monitor.messages import Job, Task
 
 
@@ -44,15 +44,15 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_page(job: Job, config: Config, session: requests.Session | None = None, worker: str | None = None) -> Task:
-    """Fetch ``job.base_url`` and return the task to publish: its links, or an error status."""
-    fetched_at = time.time()
-    try:
-        page = fetch(job.base_url, config, session)
-    except FetchError as exc:
-        return Task(job.base_url, job.id, [], status="error", error=str(exc), final_url=exc.final_url,
-                    fetched_at=fetched_at, elapsed_ms=int((time.time() - fetched_at) * 1000),
-                    http_status=exc.http_status, worker=worker)
+def task_from_error(job: Job, exc: FetchError, fetched_at: float, worker: str | None = None) -> Task:
+    """The task for a fetch that failed."""
+    return Task(job.base_url, job.id, [], status="error", error=str(exc), final_url=exc.final_url,
+                fetched_at=fetched_at, elapsed_ms=int((time.time() - fetched_at) * 1000),
+                http_status=exc.http_status, worker=worker)
+
+
+def task_from_page(job: Job, page: Page, config: Config, fetched_at: float, worker: str | None = None) -> Task:
+    """Extract the page's links (under the parse deadline and the link cap) into a task."""
     outcome = {"status": "ok", "error": None}
     links = []
     try:
@@ -70,3 +70,14 @@ def check_page(job: Job, config: Config, session: requests.Session | None = None
         outcome["error"] = f"more than {config.max_links_per_page} links: only the first {config.max_links_per_page} are watched"
     return Task(job.base_url, job.id, [link.as_dict() for link in links], final_url=page.final_url, fetched_at=fetched_at,
                 elapsed_ms=page.elapsed_ms, http_status=page.http_status, worker=worker, **outcome)
+
+
+def check_page(job: Job, config: Config, session: requests.Session | None = None, worker: str | None = None,
+               proxy: str | None = None) -> Task:
+    """Fetch ``job.base_url`` once and return the task to publish: its links, or an error status."""
+    fetched_at = time.time()
+    try:
+        page = fetch(job.base_url, config, session, proxy)
+    except FetchError as exc:
+        return task_from_error(job, exc, fetched_at, worker)
+    return task_from_page(job, page, config, fetched_at, worker)

@@ -46,6 +46,12 @@ class Config:
     worker_prefetch: int = 1
     processor_prefetch: int = 50
     delivery_limit: int = 5
+    # The worker fleet (VPN patent): leases, cooldown, heartbeats, politeness.
+    proxies_per_worker: int = 2
+    host_cooldown: int = 7200
+    heartbeat_interval: float = 5.0
+    worker_lost_after: float = 90.0  # longer than a fetch can take: a busy worker still beats, but be safe
+    politeness_delay: float = 1.0
 
     # --- paths derived from home -------------------------------------------------
     @property

@@ -15,19 +15,29 @@ import requests
 import urllib3
 
 from monitor.config import Config
-from monitor.urls import BadURL, check_public, normalize
+from monitor.urls import BadURL, check_public, normalize, scrub_credentials
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 _CHUNK = 64 * 1024
 
 
-class FetchError(Exception):
-    """A fetch that produced no page; ``str(error)`` is a one-line reason."""
+# Answers by which a site (or a proxy) refuses the requester rather than the request.
+REFUSAL_STATUSES = (403, 407, 429, 503)
 
-    def __init__(self, reason: str, http_status: int | None = None, final_url: str | None = None) -> None:
+
+class FetchError(Exception):
+    """A fetch that produced no page; ``str(error)`` is a one-line reason.
+
+    ``refusal`` is true when another exit (proxy) might succeed: a refusing HTTP status,
+    or a proxy or connection error.
+    """
+
+    def __init__(self, reason: str, http_status: int | None = None, final_url: str | None = None,
+                 refusal: bool = False) -> None:
         super().__init__(reason)
         self.http_status = http_status
         self.final_url = final_url
+        self.refusal = refusal or http_status in REFUSAL_STATUSES
 
 
 @dataclass(frozen=True)
@@ -66,9 +76,11 @@ def _read_body(response: requests.Response, config: Config, deadline: float) -> 
         chunks.append(chunk)
 
 
-def fetch(url: str, config: Config, session: requests.Session | None = None) -> Page:
-    """Fetch ``url`` within the configured bounds and return the page, or raise FetchError."""
+def fetch(url: str, config: Config, session: requests.Session | None = None, proxy: str | None = None) -> Page:
+    """Fetch ``url`` (through ``proxy`` when given) within the configured bounds and return
+    the page, or raise FetchError."""
     session = session or requests.Session()
+    proxies = {"http": proxy, "https": proxy} if proxy else None
     started = time.monotonic()
     deadline = started + config.fetch_deadline
     headers = {"User-Agent": config.user_agent, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"}
@@ -82,15 +94,20 @@ def fetch(url: str, config: Config, session: requests.Session | None = None) -> 
             raise FetchError(f"refused: {exc}", final_url=current) from None
         try:
             response = session.get(
-                current, headers=headers, stream=True, allow_redirects=False,
+                current, headers=headers, stream=True, allow_redirects=False, proxies=proxies,
                 timeout=(config.fetch_connect_timeout, config.fetch_read_timeout),
             )
+        except requests.exceptions.ProxyError as exc:
+            raise FetchError(f"proxy failed: {_first_line(exc)}", final_url=current, refusal=True) from None
         except requests.exceptions.ConnectTimeout:
-            raise FetchError(f"connect timeout after {config.fetch_connect_timeout:g}s", final_url=current) from None
+            raise FetchError(f"connect timeout after {config.fetch_connect_timeout:g}s", final_url=current,
+                             refusal=True) from None
         except requests.exceptions.ReadTimeout:
             raise FetchError(f"read timeout after {config.fetch_read_timeout:g}s", final_url=current) from None
+        except requests.exceptions.ConnectionError as exc:
+            raise FetchError(f"connection failed: {_first_line(exc)}", final_url=current, refusal=True) from None
         except requests.exceptions.RequestException as exc:
-            raise FetchError(f"connection failed: {_first_line(exc)}", final_url=current) from None
+            raise FetchError(f"request failed: {_first_line(exc)}", final_url=current) from None
         with response:
             if response.is_redirect:
                 location = response.headers.get("Location", "")
@@ -127,5 +144,6 @@ def _charset(content_type: str) -> str | None:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The start of an exception's message, credentials masked (proxy URLs may carry them)."""
     text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200]
+    return scrub_credentials(text.splitlines()[0])[:200]

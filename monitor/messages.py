@@ -11,11 +11,13 @@ with a one-line reason; consumers reject it to the dead-letter queue.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-STATUSES = ("ok", "error")
+# "skipped": not fetched on purpose (the host is in cooldown).
+STATUSES = ("ok", "error", "skipped")
 
 
 class InvalidMessage(ValueError):
@@ -133,3 +135,92 @@ class Alert:
     @classmethod
     def from_dict(cls, data: dict) -> "Alert":
         return cls(data["alert_id"], data["watch_id"], data["baseUrl"], data["url"], data["text"], data["first_seen"])
+
+
+# --- the control plane: proxy leases, heartbeats, the host disable list ----------------------
+@dataclass(frozen=True)
+class LeaseRequest:
+    """``control`` queue, request/reply: ``lease`` ``count`` more proxies, or ``release`` all."""
+    op: str
+    worker: str
+    count: int = 0
+    exclude: list[int] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        return _encode({"op": self.op, "worker": self.worker, "count": self.count, "exclude": self.exclude})
+
+    @classmethod
+    def from_bytes(cls, body: bytes) -> "LeaseRequest":
+        data = _decode(body)
+        op = _require(data, "op", str)
+        if op not in ("lease", "release"):
+            raise InvalidMessage(f"unknown op {op!r}")
+        exclude = _require(data, "exclude", list, optional=True) or []
+        if not all(isinstance(item, int) and not isinstance(item, bool) for item in exclude):
+            raise InvalidMessage("field 'exclude' must be a list of proxy ids")
+        return cls(op, _require(data, "worker", str), _require(data, "count", int, optional=True) or 0, exclude)
+
+
+@dataclass(frozen=True)
+class LeaseReply:
+    """The proxies granted (``[{"id", "url"}]``), the pool's size (0: fetch directly) and the
+    hosts currently disabled (``{host: until}``)."""
+    proxies: list[dict]
+    pool_size: int
+    disabled_hosts: dict[str, float]
+
+    def to_bytes(self) -> bytes:
+        return _encode({"proxies": self.proxies, "pool_size": self.pool_size, "disabled_hosts": self.disabled_hosts})
+
+    @classmethod
+    def from_bytes(cls, body: bytes) -> "LeaseReply":
+        data = _decode(body)
+        return cls(_require(data, "proxies", list), _require(data, "pool_size", int),
+                   _require(data, "disabled_hosts", dict, optional=True) or {})
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """``heartbeats`` queue, every few seconds from each worker. ``proxies`` carries per-proxy
+    counters since the previous heartbeat: ``[{"id", "requests", "refusals", "last_error"}]``."""
+    worker: str
+    host: str
+    pid: int
+    started_at: float
+    state: str = "alive"
+    jobs_done: int = 0
+    errors: int = 0
+    current_job: str | None = None
+    proxies: list[dict] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        return _encode(dataclasses.asdict(self))
+
+    @classmethod
+    def from_bytes(cls, body: bytes) -> "Heartbeat":
+        data = _decode(body)
+        state = _require(data, "state", str, optional=True) or "alive"
+        if state not in ("alive", "stopped"):
+            raise InvalidMessage(f"unknown state {state!r}")
+        return cls(_require(data, "worker", str), _require(data, "host", str), _require(data, "pid", int),
+                   _require(data, "started_at", (int, float)), state, _require(data, "jobs_done", int, optional=True) or 0,
+                   _require(data, "errors", int, optional=True) or 0, _require(data, "current_job", str, optional=True),
+                   _require(data, "proxies", list, optional=True) or [])
+
+
+@dataclass(frozen=True)
+class HostDisabled:
+    """``host_events`` fanout: a worker ran out of exits for ``host``; skip it until ``until``."""
+    host: str
+    until: float
+    reason: str
+    worker: str
+
+    def to_bytes(self) -> bytes:
+        return _encode(dataclasses.asdict(self))
+
+    @classmethod
+    def from_bytes(cls, body: bytes) -> "HostDisabled":
+        data = _decode(body)
+        return cls(_require(data, "host", str), _require(data, "until", (int, float)),
+                   _require(data, "reason", str), _require(data, "worker", str))

@@ -40,8 +40,34 @@ class Watch:
     last_status: str | None
     last_elapsed_ms: int | None
     consecutive_failures: int
+    cost_ms: float | None = None  # moving average of the fetch time: the site's weight
     links_known: int = 0
     new_links: int = 0
+
+
+@dataclass(frozen=True)
+class Proxy:
+    id: int
+    url: str  # with credentials: show it through urls.redact()
+    leased_to: str | None
+    leased_at: float | None
+    last_error: str | None
+    requests: int
+    refusals: int
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    id: str
+    host: str
+    pid: int
+    state: str
+    started_at: float
+    last_heartbeat: float
+    jobs_done: int
+    errors: int
+    current_job: str | None
+    proxies: list[int]
 
 
 @dataclass(frozen=True)
@@ -127,11 +153,11 @@ def _statements(script: str) -> Iterator[str]:
 
 
 _WATCH_COLUMNS = ("id, url, name, tag, interval_s, enabled, next_due, in_flight_since, last_check, "
-                  "last_status, last_elapsed_ms, consecutive_failures")
+                  "last_status, last_elapsed_ms, consecutive_failures, cost_ms")
 
 
 def _watch(row: tuple, counts: tuple[int, int] = (0, 0)) -> Watch:
-    return Watch(row[0], row[1], row[2], row[3], row[4], bool(row[5]), *row[6:12], *counts)
+    return Watch(row[0], row[1], row[2], row[3], row[4], bool(row[5]), *row[6:13], *counts)
 
 
 class Store:
@@ -197,7 +223,7 @@ class Store:
                    (SELECT COUNT(*) FROM links l WHERE l.watch_id = w.id),
                    (SELECT COUNT(*) FROM alerts a WHERE a.watch_id = w.id)
             FROM watches w ORDER BY id""").fetchall()
-        return [_watch(row[:12], row[12:]) for row in rows]
+        return [_watch(row[:13], row[13:]) for row in rows]
 
     def remove_watch(self, watch_id: int) -> None:
         with self.transaction() as conn:
@@ -254,13 +280,16 @@ class Store:
                 if alert_id is not None:
                     conn.execute("INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
                                  (alert_id, result.watch_id, link.url, link.text, link.first_seen))
-            failed = not result.status.startswith("ok")
+            failed = result.status.startswith("error")
             conn.execute("""
-                UPDATE watches SET last_check = ?, last_status = ?, last_http_status = ?, last_elapsed_ms = ?,
-                       in_flight_since = NULL, next_due = ?,
-                       consecutive_failures = CASE WHEN ? THEN consecutive_failures + 1 ELSE 0 END
-                WHERE id = ?""", (result.checked_at, result.status, result.http_status, result.elapsed_ms,
-                                  next_slot(result.watch_id, row[0], result.checked_at), failed, result.watch_id))
+                UPDATE watches SET last_check = :checked, last_status = :status, last_http_status = :http,
+                       last_elapsed_ms = :elapsed, in_flight_since = NULL, next_due = :due,
+                       consecutive_failures = CASE WHEN :failed THEN consecutive_failures + 1 ELSE 0 END,
+                       cost_ms = CASE WHEN :elapsed IS NULL THEN cost_ms WHEN cost_ms IS NULL THEN :elapsed
+                                      ELSE 0.7 * cost_ms + 0.3 * :elapsed END
+                WHERE id = :id""", {"checked": result.checked_at, "status": result.status, "http": result.http_status,
+                                    "elapsed": result.elapsed_ms, "failed": failed, "id": result.watch_id,
+                                    "due": next_slot(result.watch_id, row[0], result.checked_at)})
 
     def links(self, watch_id: int, limit: int | None = None) -> list[LinkRecord]:
         """Links known for a watch, newest first."""
@@ -281,6 +310,95 @@ class Store:
         rows = self.conn.execute(query + " ORDER BY a.rowid", params).fetchall()
         return [(row[0], {"alert_id": row[1], "watch_id": row[2], "baseUrl": row[3], "url": row[4],
                           "text": row[5], "first_seen": row[6]}) for row in rows]
+
+    # --- the proxy pool ----------------------------------------------------------------
+    def add_proxy(self, url: str, now: float | None = None) -> Proxy:
+        with self.transaction() as conn:
+            if conn.execute("SELECT 1 FROM proxies WHERE url = ?", (url,)).fetchone():
+                raise Duplicate("this proxy is already in the pool")
+            proxy_id = conn.execute("INSERT INTO proxies (url, created_at) VALUES (?, ?)",
+                                    (url, time.time() if now is None else now)).lastrowid
+        return self.get_proxy(proxy_id)
+
+    def get_proxy(self, proxy_id: int) -> Proxy:
+        row = self.conn.execute("SELECT id, url, leased_to, leased_at, last_error, requests, refusals FROM proxies "
+                                "WHERE id = ?", (proxy_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no proxy with id {proxy_id}")
+        return Proxy(*row)
+
+    def list_proxies(self) -> list[Proxy]:
+        rows = self.conn.execute("SELECT id, url, leased_to, leased_at, last_error, requests, refusals FROM proxies "
+                                 "ORDER BY id").fetchall()
+        return [Proxy(*row) for row in rows]
+
+    def remove_proxy(self, proxy_id: int) -> None:
+        with self.transaction() as conn:
+            if conn.execute("DELETE FROM proxies WHERE id = ?", (proxy_id,)).rowcount == 0:
+                raise NotFound(f"no proxy with id {proxy_id}")
+
+    def lease_proxies(self, worker: str, count: int, exclude: list[int], now: float) -> tuple[list[Proxy], int]:
+        """Lease up to ``count`` free proxies (least recently leased first) to ``worker``;
+        return them and the size of the whole pool."""
+        with self.transaction() as conn:
+            pool_size = conn.execute("SELECT COUNT(*) FROM proxies").fetchone()[0]
+            marks = ",".join("?" * len(exclude)) or "NULL"
+            ids = [row[0] for row in conn.execute(
+                f"SELECT id FROM proxies WHERE leased_to IS NULL AND id NOT IN ({marks}) "
+                "ORDER BY COALESCE(leased_at, 0), id LIMIT ?", (*exclude, count))]
+            for proxy_id in ids:
+                conn.execute("UPDATE proxies SET leased_to = ?, leased_at = ? WHERE id = ?", (worker, now, proxy_id))
+        return [self.get_proxy(proxy_id) for proxy_id in ids], pool_size
+
+    def release_proxies(self, worker: str) -> int:
+        with self.transaction() as conn:
+            return conn.execute("UPDATE proxies SET leased_to = NULL WHERE leased_to = ?", (worker,)).rowcount
+
+    # --- the worker fleet -----------------------------------------------------------------
+    def record_heartbeat(self, beat, now: float) -> None:
+        """Upsert a worker from its heartbeat and add its per-proxy counters to the pool's."""
+        with self.transaction() as conn:
+            conn.execute("""
+                INSERT INTO workers (id, host, pid, state, started_at, last_heartbeat, jobs_done, errors, current_job)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, state = excluded.state,
+                    started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat,
+                    jobs_done = excluded.jobs_done, errors = excluded.errors, current_job = excluded.current_job""",
+                (beat.worker, beat.host, beat.pid, beat.state, beat.started_at, now, beat.jobs_done, beat.errors,
+                 beat.current_job))
+            for proxy in beat.proxies:
+                conn.execute("UPDATE proxies SET requests = requests + ?, refusals = refusals + ?, "
+                             "last_error = COALESCE(?, last_error) WHERE id = ?",
+                             (proxy.get("requests", 0), proxy.get("refusals", 0), proxy.get("last_error"), proxy["id"]))
+            if beat.state == "stopped":
+                conn.execute("UPDATE proxies SET leased_to = NULL WHERE leased_to = ?", (beat.worker,))
+
+    def mark_lost(self, now: float, lost_after: float) -> list[str]:
+        """Workers silent for ``lost_after`` seconds become lost; their proxies return to the pool."""
+        with self.transaction() as conn:
+            lost = [row[0] for row in conn.execute(
+                "SELECT id FROM workers WHERE state = 'alive' AND last_heartbeat < ?", (now - lost_after,))]
+            for worker in lost:
+                conn.execute("UPDATE workers SET state = 'lost', current_job = NULL WHERE id = ?", (worker,))
+                conn.execute("UPDATE proxies SET leased_to = NULL WHERE leased_to = ?", (worker,))
+        return lost
+
+    def list_workers(self) -> list[WorkerRecord]:
+        rows = self.conn.execute("SELECT id, host, pid, state, started_at, last_heartbeat, jobs_done, errors, current_job, "
+                                 "(SELECT group_concat(p.id) FROM proxies p WHERE p.leased_to = w.id) "
+                                 "FROM workers w ORDER BY id").fetchall()
+        return [WorkerRecord(*row[:9], [int(i) for i in (row[9] or "").split(",") if i]) for row in rows]
+
+    # --- the host disable list ---------------------------------------------------------------
+    def disable_host(self, host: str, until: float, reason: str, now: float) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO host_cooldowns (host, until, reason, since) VALUES (?, ?, ?, ?) "
+                         "ON CONFLICT (host) DO UPDATE SET until = MAX(until, excluded.until), reason = excluded.reason",
+                         (host, until, reason, now))
+
+    def cooldowns(self, now: float) -> dict[str, float]:
+        """Hosts disabled at ``now``: ``{host: until}``."""
+        return dict(self.conn.execute("SELECT host, until FROM host_cooldowns WHERE until > ?", (now,)).fetchall())
 
     def summary(self, now: float, job_timeout: float) -> dict[str, int]:
         """Counts for ``monitor status``: watches due, in flight, failing; alerts in the last hour."""

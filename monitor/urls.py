@@ -140,6 +140,14 @@ def check_public(url: str, allow_private: bool = False) -> None:
             raise BadURL(f"{host} resolves to non-public address {address} (set MONITOR_ALLOW_PRIVATE=1 to allow)")
 
 
+_USERINFO = re.compile(r"(//[^/@\s:'\"]+):[^/@\s'\"]*@")
+
+
+def scrub_credentials(text: str) -> str:
+    """Mask every ``//user:password@`` in free text (error messages may quote a proxy URL)."""
+    return _USERINFO.sub(r"\1:***@", text)
+
+
 def redact(url: str) -> str:
     """The URL with any password replaced by ``***``, safe for logs and status output."""
     parts = urlsplit(url)

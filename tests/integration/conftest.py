@@ -86,7 +86,8 @@ class Node:
         """Delete the pipeline's queues so each test starts from an empty topology."""
         connection = pika.BlockingConnection(pika.URLParameters(self.url))
         channel = connection.channel()
-        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER):
+        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER, amqp.CONTROL_QUEUE, amqp.HEARTBEAT_QUEUE,
+                      amqp.HOST_EVENTS_CONTROLLER):
             channel.queue_delete(queue)
         connection.close()
 
@@ -139,6 +140,7 @@ class Pipeline:
         self.store = open_store(self.config.db_path)
         self.procs: list[Proc] = []
         self.connections: list = []
+        self.master_proc: Proc | None = None
 
     def use_broker(self, url: str) -> None:
         """Point this pipeline's processes (spawned after this call) at another broker URL."""
@@ -155,6 +157,9 @@ class Pipeline:
         return proc
 
     def worker(self, name: str = "worker") -> Proc:
+        """A worker, and the master it leases its exits from (started once)."""
+        if self.master_proc is None:
+            self.master_proc = self.master()
         return self.spawn("workers.worker", name)
 
     def processor(self) -> Proc:
@@ -162,6 +167,9 @@ class Pipeline:
 
     def scheduler(self) -> Proc:
         return self.spawn("controller.scheduler", "scheduler")
+
+    def master(self) -> Proc:
+        return self.spawn("controller.master", "master")
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "monitor.cli", *args], env=self.env, cwd=self.home,

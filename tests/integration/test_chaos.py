@@ -39,6 +39,7 @@ def test_chaos_every_published_link_is_alerted_exactly_once(pipeline, rabbit, si
     urls = [site.add_page(path, [(f"{path}old-{i}", f"Old {i}") for i in range(3)]) for path in paths]
     procs = {"scheduler": pipeline.scheduler(), "processor": pipeline.processor(),
              "worker_a": pipeline.worker("worker_a"), "worker_b": pipeline.worker("worker_b")}
+    procs["master"] = pipeline.master_proc
     watch_ids = [pipeline.store.add_watch(url, 1).id for url in urls]
     wait_for(lambda: all(pipeline.watch(w).last_status == "ok" for w in watch_ids), timeout=180,
              message="every baseline")
