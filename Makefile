@@ -9,11 +9,19 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP) /usr/lib/rabbitmq/bin/rabbitmq-server
 
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# apt-get install, refreshing the package lists first when they are stale or missing.
+APT_INSTALL = command -v apt-get >/dev/null || { echo "$(1) is missing and there is no apt-get: install it"; exit 1; }; \
+	$(SUDO) apt-get install -y --no-install-recommends $(1) \
+	|| { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends $(1); }
+
 # Debian's RabbitMQ (we run it as a private node, never as the system service).
 /usr/lib/rabbitmq/bin/rabbitmq-server:
-	@command -v apt-get >/dev/null || { echo "RabbitMQ missing and no apt-get: install rabbitmq-server, or set AMQP_URL"; exit 1; }
-	$(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y --no-install-recommends rabbitmq-server \
-	  || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update && $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y --no-install-recommends rabbitmq-server; }
+	$(call APT_INSTALL,rabbitmq-server)
+
+# Real proxy servers for the fleet tests.
+/usr/bin/tinyproxy:
+	$(call APT_INSTALL,tinyproxy)
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +42,7 @@ status:
 demo: install
 	$(BIN)/monitor demo
 
-test: install
+test: install /usr/bin/tinyproxy
 	$(BIN)/pytest -q
 
 test-unit: install

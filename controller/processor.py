@@ -29,10 +29,11 @@ from monitor.urls import BadURL, normalize
 
 
 def _status(task: Task) -> str:
-    """The one line ``watch list`` shows: ``ok``, ``ok (<warning>)`` or ``error: <reason>``."""
+    """The one line ``watch list`` shows: ``ok``, ``ok (<warning>)``, ``error: <reason>`` or
+    ``skipped: <reason>``."""
     if task.status == "ok":
         return f"ok ({task.error})" if task.error else "ok"
-    return f"error: {task.error or 'unknown error'}"
+    return f"{task.status}: {task.error or 'no reason given'}"
 
 
 class Processor:

@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from monitor import amqp, broker, config as configuration, deadletters, stack
 from monitor.check import check_page
@@ -98,7 +99,7 @@ def cmd_watch_add(args, config, store) -> None:
 def _watch_dict(watch) -> dict:
     return {"id": watch.id, "url": watch.url, "name": watch.name, "tag": watch.tag, "interval": format_duration(watch.interval_s),
             "enabled": watch.enabled, "last_check": watch.last_check, "last_status": watch.last_status,
-            "last_elapsed_ms": watch.last_elapsed_ms, "links_known": watch.links_known, "new_links": watch.new_links,
+            "last_elapsed_ms": watch.last_elapsed_ms, "cost_ms": watch.cost_ms, "links_known": watch.links_known, "new_links": watch.new_links,
             "next_due": watch.next_due, "in_flight": watch.in_flight_since is not None}
 
 
@@ -114,8 +115,13 @@ def cmd_watch_list(args, config, store) -> None:
     now = time.time()
     rows = [[str(w.id), w.url, format_duration(w.interval_s) + ("" if w.enabled else " (off)"),
              format_age(now - w.last_check if w.last_check else None), w.last_status or "never checked",
-             str(w.links_known), str(w.new_links)] for w in watches]
-    print(_table(["ID", "URL", "INTERVAL", "LAST CHECK", "LAST STATUS", "LINKS", "NEW"], rows))
+             str(w.links_known), str(w.new_links), _cost(w.cost_ms)] for w in watches]
+    print(_table(["ID", "URL", "INTERVAL", "LAST CHECK", "LAST STATUS", "LINKS", "NEW", "COST"], rows))
+
+
+def _cost(cost_ms: float | None) -> str:
+    """A site's weight: its moving-average fetch time."""
+    return "-" if cost_ms is None else f"{cost_ms:.0f} ms"
 
 
 def cmd_watch_remove(args, config, store) -> None:
@@ -264,9 +270,15 @@ def cmd_status(args, config, store) -> None:
     except (broker.BrokerError, amqp.BrokerUnavailable, *amqp.RECOVERABLE, OSError) as exc:
         depths, depth_error = {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     summary = store.summary(now, config.job_timeout)
+    states = [w.state for w in store.list_workers()]
+    fleet = {state: states.count(state) for state in ("alive", "lost", "stopped")}
+    cooldowns = store.cooldowns(now)
+    costly = sorted((w for w in store.list_watches() if w.cost_ms is not None), key=lambda w: -w.cost_ms)
     if args.json:
         _print_json({"processes": [{"name": _process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
-                     "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary})
+                     "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary,
+                     "workers": fleet, "hosts_in_cooldown": cooldowns,
+                     "costliest": [{"id": w.id, "url": w.url, "cost_ms": w.cost_ms} for w in costly[:5]]})
         return
     where = f"local node on 127.0.0.1:{config.local_amqp_port}" if config.local_broker else redact(config.broker_url)
     print(f"home: {config.home}   broker: {where}")
@@ -285,6 +297,11 @@ def cmd_status(args, config, store) -> None:
     print(f"\nwatches: {summary['watches']} ({summary['enabled']} enabled), due {summary['due']}, "
           f"in flight {summary['in_flight']}, failing {summary['failing']}")
     print(f"alerts in the last hour: {summary['alerts_last_hour']}")
+    print(f"workers: {fleet['alive']} alive, {fleet['lost']} lost, {fleet['stopped']} stopped (`monitor workers`)")
+    if cooldowns:
+        print("hosts in cooldown: " + ", ".join(f"{host} until {_ts(until)}" for host, until in sorted(cooldowns.items())))
+    if costly:
+        print("costliest sites: " + ", ".join(f"{w.url} {_cost(w.cost_ms)}" for w in costly[:3]))
 
 
 def cmd_up(args, config, store) -> None:
@@ -315,6 +332,89 @@ def cmd_check(args, config, store) -> None:
             print(f"{link['url']}  {link['text']}")
     if not args.json:
         print(f"# {len(task.context)} links from {task.final_url} in {task.elapsed_ms} ms (HTTP {task.http_status})", file=sys.stderr)
+
+
+# --- proxies and workers -----------------------------------------------------------------------
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def _proxy_url(url: str) -> str:
+    parts = urlsplit((url or "").strip())
+    if parts.scheme.lower() not in PROXY_SCHEMES:
+        raise UsageError(f"{redact(url)!r}: a proxy URL starts with one of {', '.join(s + '://' for s in PROXY_SCHEMES)}")
+    try:
+        if not parts.hostname or not parts.port:
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"{redact(url)!r}: a proxy URL needs a host and a port, e.g. http://user:pass@10.0.0.5:3128") from None
+    return url.strip()
+
+
+def _find_proxy(store: Store, ref: str):
+    if ref.isdigit():
+        try:
+            return store.get_proxy(int(ref))
+        except NotFound as exc:
+            raise UsageError(str(exc)) from None
+    for proxy in store.list_proxies():
+        if proxy.url == ref:
+            return proxy
+    raise UsageError(f"no proxy {redact(ref)} in the pool")
+
+
+def cmd_proxy_add(args, config, store) -> None:
+    url = _proxy_url(args.url)
+    try:
+        proxy = store.add_proxy(url)
+    except Duplicate as exc:
+        raise UsageError(str(exc)) from None
+    print(f"added proxy {proxy.id}: {redact(proxy.url)}")
+
+
+def cmd_proxy_list(args, config, store) -> None:
+    proxies = store.list_proxies()
+    if args.json:
+        for p in proxies:
+            _print_json({"id": p.id, "url": redact(p.url), "leased_to": p.leased_to, "last_error": p.last_error,
+                         "requests": p.requests, "refusals": p.refusals})
+        return
+    if not proxies:
+        print("no proxies: workers fetch directly (add one with `monitor proxy add http://user:pass@host:port`)")
+        return
+    print(_table(["ID", "URL", "LEASED TO", "LAST ERROR", "REQUESTS", "REFUSALS"],
+                 [[str(p.id), redact(p.url), p.leased_to or "-", (p.last_error or "-")[:60], str(p.requests),
+                   str(p.refusals)] for p in proxies]))
+
+
+def cmd_proxy_remove(args, config, store) -> None:
+    proxy = _find_proxy(store, args.ref)
+    store.remove_proxy(proxy.id)
+    print(f"removed proxy {proxy.id}: {redact(proxy.url)}")
+
+
+def cmd_proxy_test(args, config, store) -> None:
+    proxy_url = _find_proxy(store, args.ref).url if args.ref.isdigit() else _proxy_url(args.ref)
+    page, _ = _watch_url(args.page, config)
+    task = check_page(Job(page, 0), config, proxy=proxy_url)
+    if task.status != "ok":
+        raise RuntimeFailure(f"failed through {redact(proxy_url)}: {task.error}")
+    print(f"ok through {redact(proxy_url)}: {page} answered HTTP {task.http_status} with {len(task.context)} links "
+          f"in {task.elapsed_ms} ms")
+
+
+def cmd_workers(args, config, store) -> None:
+    workers = store.list_workers()
+    now = time.time()
+    if args.json:
+        for w in workers:
+            _print_json(dataclasses.asdict(w))
+        return
+    if not workers:
+        print("no worker has sent a heartbeat yet")
+        return
+    print(_table(["ID", "HOST", "PID", "STATE", "LAST HEARTBEAT", "JOBS", "ERRORS", "PROXIES", "CURRENT JOB"],
+                 [[w.id, w.host, str(w.pid), w.state, format_age(now - w.last_heartbeat), str(w.jobs_done), str(w.errors),
+                   ",".join(map(str, w.proxies)) or "-", w.current_job or "-"] for w in workers]))
 
 
 def _dead_letters(config):
@@ -456,6 +556,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check, needs_store=False)
+    proxy = sub.add_parser("proxy", help="the proxy pool (VPN exits)").add_subparsers(dest="command", required=True, metavar="ACTION")
+    p = proxy.add_parser("add", help="add a proxy: http://, https://, socks5:// with optional user:password@")
+    p.add_argument("url")
+    p.set_defaults(func=cmd_proxy_add)
+    p = proxy.add_parser("list", help="proxies (passwords masked), lease, last error, requests, refusals")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_proxy_list)
+    p = proxy.add_parser("remove", help="remove a proxy (ID or URL)")
+    p.add_argument("ref", metavar="ID|URL")
+    p.set_defaults(func=cmd_proxy_remove)
+    p = proxy.add_parser("test", help="fetch a page through a proxy (ID or URL) and say how it went")
+    p.add_argument("ref", metavar="ID|URL")
+    p.add_argument("--page", default="https://example.org/", help="the page to fetch (default https://example.org/)")
+    p.set_defaults(func=cmd_proxy_test)
+    p = sub.add_parser("workers", help="the worker fleet: state, last heartbeat, jobs, proxies")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_workers)
     dlq = sub.add_parser("dlq", help="messages the pipeline refused").add_subparsers(dest="command", required=True, metavar="ACTION")
     p = dlq.add_parser("list", help="show dead letters: id, origin queue, reason, body")
     p.add_argument("--json", action="store_true")

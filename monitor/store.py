@@ -342,9 +342,9 @@ class Store:
         return them and the size of the whole pool."""
         with self.transaction() as conn:
             pool_size = conn.execute("SELECT COUNT(*) FROM proxies").fetchone()[0]
-            marks = ",".join("?" * len(exclude)) or "NULL"
+            not_excluded = f"AND id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
             ids = [row[0] for row in conn.execute(
-                f"SELECT id FROM proxies WHERE leased_to IS NULL AND id NOT IN ({marks}) "
+                f"SELECT id FROM proxies WHERE leased_to IS NULL {not_excluded} "
                 "ORDER BY COALESCE(leased_at, 0), id LIMIT ?", (*exclude, count))]
             for proxy_id in ids:
                 conn.execute("UPDATE proxies SET leased_to = ?, leased_at = ? WHERE id = ?", (worker, now, proxy_id))

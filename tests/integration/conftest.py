@@ -22,6 +22,7 @@ from monitor.demo import LocalSite
 from monitor.log import get_logger
 from monitor.messages import Job
 from monitor.store import open_store
+from tests.fleet import RationingOrigin, TinyProxy
 from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -217,3 +218,27 @@ def site():
     yield origin
     origin.stop()
 
+
+@pytest.fixture
+def proxies(tmp_path):
+    started: list[TinyProxy] = []
+
+    def start(*names: str, credentials: tuple[str, str] | None = None) -> list[TinyProxy]:
+        new = [TinyProxy(name, tmp_path, credentials) for name in names]
+        started.extend(new)
+        return new
+    yield start
+    for proxy in started:
+        proxy.stop()
+
+
+@pytest.fixture
+def rationing():
+    origins: list[RationingOrigin] = []
+
+    def start(allowance: int) -> RationingOrigin:
+        origins.append(RationingOrigin(allowance))
+        return origins[-1]
+    yield start
+    for origin in origins:
+        origin.stop()

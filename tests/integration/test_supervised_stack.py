@@ -102,3 +102,24 @@ def test_with_an_external_broker_the_local_node_is_not_started(external_stack_en
     wait_for(lambda: "ok" in monitor(env, "watch", "list").stdout, timeout=60, message="the baseline check")
     site.publish("/", "/two", "Two")
     assert wait_for(lambda: _alerts(env), timeout=60, message="the alert") == [(site.url("/two"), watch_id)]
+
+
+def test_stack_with_three_proxies_and_two_workers(stack_env, proxies, rationing):
+    env = stack_env
+    origin = rationing(allowance=1000)
+    for proxy in proxies("p1", "p2", "p3"):
+        assert monitor(env, "proxy", "add", proxy.url).returncode == 0
+    assert monitor(env, "up").returncode == 0
+    wait_for(lambda: _running(env).keys() >= PROGRAMS, timeout=60, message="every program RUNNING")
+    for n in range(6):
+        assert monitor(env, "watch", "add", origin.url(f"/page{n}"), "--interval", "2s").returncode == 0
+
+    def fleet() -> list[dict]:
+        return [json.loads(line) for line in monitor(env, "workers", "--json").stdout.splitlines()]
+    wait_for(lambda: [w["state"] for w in fleet()] == ["alive", "alive"] and sum(len(w["proxies"]) for w in fleet()) == 3,
+             timeout=90, message="two live workers holding the three proxies")
+    wait_for(lambda: monitor(env, "watch", "list").stdout.count(" ok ") >= 6, timeout=90, message="every page checked")
+    assert set(origin.served) <= {"p1", "p2", "p3"} and len(origin.served) >= 2, dict(origin.served)
+    assert sorted(len(w["proxies"]) for w in fleet()) == [1, 2]
+    status = monitor(env, "status").stdout
+    assert "workers: 2 alive" in status and "costliest sites:" in status
