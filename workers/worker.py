@@ -54,8 +54,17 @@ class Worker:
         self.events_queue = self.rpc.channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
         self.rpc.channel.queue_bind(self.events_queue, amqp.HOST_EVENTS)
 
-    def _lease(self, count: int, exclude: list[int]) -> LeaseReply:
-        body = self.rpc.call(amqp.CONTROL_QUEUE, LeaseRequest("lease", self.name, count, exclude).to_bytes())
+    def _lease(self, count: int, exclude: list[int], attempts: int = 3) -> LeaseReply:
+        """Ask the master for proxies; a master restarting takes a moment, so ask a few times
+        (a requeued job would use up one of its deliveries)."""
+        request = LeaseRequest("lease", self.name, count, exclude).to_bytes()
+        for attempt in range(1, attempts + 1):
+            try:
+                body = self.rpc.call(amqp.CONTROL_QUEUE, request)
+                break
+            except amqp.RpcTimeout:
+                if attempt == attempts:
+                    raise
         reply = LeaseReply.from_bytes(body)
         self.log.info("proxies leased", granted=len(reply.proxies), pool_size=reply.pool_size)
         return reply

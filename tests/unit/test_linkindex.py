@@ -291,7 +291,7 @@ def test_error_task_records_status_and_failures(processor: Processor, store: Sto
     processor.handle(Task(watch.url, watch.id, [], status="error", error="timeout after 45s"))
     processor.handle(Task(watch.url, watch.id, [], status="error"))
     after_errors = store.get_watch(watch.id)
-    assert after_errors.last_status == "error: unknown error"
+    assert after_errors.last_status == "error: no reason given"
     assert after_errors.consecutive_failures == 2
     assert after_errors.last_check is not None
     assert not index.is_baselined(watch.id)
@@ -301,6 +301,13 @@ def test_error_task_records_status_and_failures(processor: Processor, store: Sto
     processor.handle(ok_task(watch, "a"))
     recovered = store.get_watch(watch.id)
     assert (recovered.last_status, recovered.consecutive_failures) == ("ok", 0)
+
+
+def test_a_skipped_check_is_recorded_but_is_not_a_failure(processor: Processor, store: Store, watch: Watch) -> None:
+    processor.handle(Task(watch.url, watch.id, [], status="skipped", error="host disabled until 2026-01-01T00:00:00Z"))
+    skipped = store.get_watch(watch.id)
+    assert skipped.last_status == "skipped: host disabled until 2026-01-01T00:00:00Z"
+    assert skipped.consecutive_failures == 0
 
 
 def test_first_ok_task_after_errors_is_the_baseline(processor: Processor, watch: Watch, jsonl: JsonLinesSink) -> None:
