@@ -55,30 +55,6 @@ class JsonLinesSink:
         except OSError:  # missing or empty file
             return False
 
-    def delivered(self, alert_ids: set[str]) -> set[str]: ...
-
-
-class JsonLinesSink:
-    """Appends one JSON object per alert to ``$MONITOR_HOME/alerts.jsonl`` (fsynced)."""
-
-    name = "jsonl"
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-
-    def deliver(self, alerts: list[Alert]) -> None:
-        if not alerts:
-            return
-        with open(self.path, "a+b") as handle:
-            if handle.tell() > 0:  # a line torn by a crash mid-write must not swallow the next one
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":
-                    handle.write(b"\n")
-            handle.write(b"".join(alert.to_bytes() + b"\n" for alert in alerts))
-            handle.flush()
-            os.fsync(handle.fileno())
-
     def delivered(self, alert_ids: set[str]) -> set[str]:
         if not self.path.exists():
             return set()
