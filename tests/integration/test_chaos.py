@@ -34,7 +34,9 @@ def _sink_alerts(pipeline) -> tuple[list[str], int]:
 
 def test_chaos_every_published_link_is_alerted_exactly_once(pipeline, rabbit, site):
     rng = random.Random(SEED)
-    pipeline.configure(job_timeout=20)  # a job dead-lettered by repeated kills is scheduled again soon
+    # job_timeout: a job dead-lettered by repeated kills is scheduled again soon;
+    # politeness_delay: the 50 "sites" share one loopback host.
+    pipeline.configure(job_timeout=20, politeness_delay=0.0)
     paths = [f"/site{n}/" for n in range(PAGES)]
     urls = [site.add_page(path, [(f"{path}old-{i}", f"Old {i}") for i in range(3)]) for path in paths]
     procs = {"scheduler": pipeline.scheduler(), "processor": pipeline.processor(),
