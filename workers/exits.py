@@ -51,25 +51,35 @@ Lease = Callable[[int, list[int]], LeaseReply]
 class ExitPool:
     """The exits a worker holds, and the rotation rules above."""
 
-    def __init__(self, lease: Lease, initial: int = 2) -> None:
+    RECHECK_DIRECT = 60.0  # seconds between asking, while fetching directly, whether proxies appeared
+
+    def __init__(self, lease: Lease, initial: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
         self._lease = lease
         self.initial = initial
+        self.clock = clock
         self.exits: list[Exit] = []
         self.direct = False
+        self.leased_at = 0.0
         self.disabled_hosts: dict[str, float] = {}
 
     def _take(self, reply: LeaseReply) -> int:
+        self.leased_at = self.clock()
         self.disabled_hosts.update(reply.disabled_hosts)
-        if reply.pool_size == 0 and not self.exits:
-            self.direct = True
-            self.exits.append(Exit(None, None))
-            return 1
+        if reply.pool_size == 0:
+            if not self.exits:
+                self.direct = True
+                self.exits.append(Exit(None, None))
+            return 0
+        if self.direct:  # proxies were added to the pool: stop fetching directly
+            self.direct = False
+            self.exits.clear()
         self.exits.extend(Exit(proxy["id"], proxy["url"]) for proxy in reply.proxies)
         return len(reply.proxies)
 
     def ensure(self) -> None:
-        """Lease the initial exits once (raises whatever the lease function raises)."""
-        if not self.exits:
+        """Lease the initial exits (raises whatever the lease function raises); while fetching
+        directly, ask again now and then whether the pool has proxies now."""
+        if not self.exits or (self.direct and self.clock() - self.leased_at > self.RECHECK_DIRECT):
             self._take(self._lease(self.initial, []))
 
     def pick(self) -> Exit | None:

@@ -100,6 +100,7 @@ class Worker:
             self.pool.ensure()
             self.cooldowns.update(self.pool.disabled_hosts)
             self._poll_host_events()
+            task = self.check(job)
         except amqp.RpcTimeout as exc:
             # Without an answer we cannot know whether fetching directly is allowed: retry later.
             self.log.warning("controller unavailable, job requeued", reason=str(exc), watch_id=job.id)
@@ -107,7 +108,6 @@ class Worker:
             self.current_job = None
             time.sleep(1.0)
             return
-        task = self.check(job)
         amqp.publish(channel, amqp.TASK_QUEUE, task.to_bytes())
         channel.basic_ack(method.delivery_tag)
         self.jobs_done += 1
@@ -122,17 +122,14 @@ class Worker:
         fetched_at = time.time()
         until = self.cooldowns.disabled_until(host)
         if until is not None:
-            return Task(job.base_url, job.id, [], status="skipped", error=f"host disabled until {_iso(until)}",
-                        fetched_at=fetched_at, worker=self.name)
+            return self._skipped(job, until, fetched_at)
         last_error = "every exit was flagged as recently refused"
         while True:
             exit = self.pool.pick()
             if exit is None and self.pool.lease_more():
                 exit = self.pool.pick()
             if exit is None:
-                until = self._disable_host(host, f"every exit refused: {last_error}")
-                return Task(job.base_url, job.id, [], status="skipped", error=f"host disabled until {_iso(until)}",
-                            fetched_at=fetched_at, worker=self.name)
+                return self._skipped(job, self._disable_host(host, f"every exit refused: {last_error}"), fetched_at)
             self.politeness.wait(exit, host)
             self.pool.used(exit)
             try:
@@ -147,6 +144,10 @@ class Worker:
                 continue
             self.pool.succeeded()
             return task_from_page(job, page, self.config, fetched_at, self.name)
+
+    def _skipped(self, job: Job, until: float, fetched_at: float) -> Task:
+        return Task(job.base_url, job.id, [], status="skipped", error=f"host disabled until {_iso(until)}",
+                    fetched_at=fetched_at, worker=self.name)
 
     def release(self) -> None:
         """Give the leased proxies back (on a clean stop)."""

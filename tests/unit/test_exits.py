@@ -51,6 +51,20 @@ def test_an_empty_pool_means_fetching_directly():
     assert pool.pick() is None and not pool.lease_more()
 
 
+def test_a_direct_worker_switches_to_proxies_added_later():
+    controller = FakeController(0)
+    now = [0.0]
+    pool = ExitPool(controller.lease, clock=lambda: now[0])
+    pool.ensure()
+    assert pool.direct
+    controller.free, controller.size = [7], 1
+    pool.ensure()
+    assert pool.direct, "not asked again before RECHECK_DIRECT"
+    now[0] = ExitPool.RECHECK_DIRECT + 1
+    pool.ensure()
+    assert not pool.direct and [e.id for e in pool.exits] == [7]
+
+
 def test_heartbeat_report_carries_counters_once_and_masks_nothing_it_should_not_carry():
     pool = ExitPool(FakeController(2).lease)
     pool.ensure()
