@@ -36,9 +36,6 @@ class EventLogger:
     def _log(self, level: int, event: str, fields: dict, exc_info: bool = False) -> None:
         self._logger.log(level, event, extra={"fields": fields}, exc_info=exc_info)
 
-    def debug(self, event: str, **fields: object) -> None:
-        self._log(logging.DEBUG, event, fields)
-
     def info(self, event: str, **fields: object) -> None:
         self._log(logging.INFO, event, fields)
 

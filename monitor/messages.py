@@ -132,10 +132,6 @@ class Alert:
     def to_bytes(self) -> bytes:
         return _encode(self.as_dict())
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "Alert":
-        return cls(data["alert_id"], data["watch_id"], data["baseUrl"], data["url"], data["text"], data["first_seen"])
-
 
 # --- the control plane: proxy leases, heartbeats, the host disable list ----------------------
 @dataclass(frozen=True)

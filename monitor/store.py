@@ -244,15 +244,6 @@ class Store:
                              (interval_s, next_slot(watch_id, interval_s, now), watch_id))
         return self.get_watch(watch_id)
 
-    def make_due(self, watch_ids: list[int] | None, now: float | None = None) -> int:
-        """Make watches due now (``None``: every enabled watch) and clear their in-flight mark."""
-        now = time.time() if now is None else now
-        with self.transaction() as conn:
-            if watch_ids is None:
-                return conn.execute("UPDATE watches SET next_due = ?, in_flight_since = NULL WHERE enabled = 1", (now,)).rowcount
-            return sum(conn.execute("UPDATE watches SET next_due = ?, in_flight_since = NULL WHERE id = ?",
-                                    (now, watch_id)).rowcount for watch_id in watch_ids)
-
     # --- scheduling -----------------------------------------------------------------
     def due_watches(self, now: float, job_timeout: float, limit: int) -> list[Watch]:
         """Enabled watches whose time has come and that are not in flight (or whose job timed out)."""
