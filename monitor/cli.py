@@ -307,9 +307,14 @@ def cmd_status(args, config, store) -> None:
 def cmd_up(args, config, store) -> None:
     try:
         stack.up(config)
+        infos = stack.wait_started(config)
     except stack.StackError as exc:
         raise RuntimeFailure(str(exc)) from None
+    late = [_process_name(info) + " " + info["statename"] for info in infos
+            if info["statename"] not in ("RUNNING", "STOPPED")]
     print(f"stack running (home {config.home}); `monitor status` shows it, `monitor down` stops it")
+    if late:
+        raise RuntimeFailure("not running: " + ", ".join(late) + f" (see {config.log_dir})")
 
 
 def cmd_down(args, config, store) -> None:

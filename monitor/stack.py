@@ -87,6 +87,17 @@ def up(config: Config, timeout: float = 20.0) -> None:
         time.sleep(0.2)
 
 
+def wait_started(config: Config, timeout: float = 60.0) -> list[dict]:
+    """Wait until no program is STARTING any more (the local broker takes a few seconds);
+    return supervisord's final view."""
+    deadline = time.monotonic() + timeout
+    while True:
+        infos = processes(config)
+        if all(info["statename"] != "STARTING" for info in infos) or time.monotonic() > deadline:
+            return infos
+        time.sleep(0.5)
+
+
 def down(config: Config, timeout: float = 120.0) -> bool:
     """Stop every program and supervisord; return False when nothing was running."""
     if not is_running(config):
