@@ -294,6 +294,8 @@ def cmd_status(args, config, store) -> None:
         if queue in depths:
             ready, unacked = depths[queue]
             print(f"  {queue:<12} ready {ready:<7} unacked {'?' if unacked is None else unacked}")
+        elif not depth_error:
+            print(f"  {queue:<12} not declared yet (the pipeline declares it when it connects)")
     print(f"\nwatches: {summary['watches']} ({summary['enabled']} enabled), due {summary['due']}, "
           f"in flight {summary['in_flight']}, failing {summary['failing']}")
     print(f"alerts in the last hour: {summary['alerts_last_hour']}")
