@@ -102,6 +102,11 @@ def _wait_for_port(port: int, timeout: float) -> bool:
     return True
 
 
+def wait_accepting(config: Config, timeout: float = 60.0) -> bool:
+    """Wait until the local node accepts AMQP connections (it boots in 5 to 10 s)."""
+    return _wait_for_port(config.local_amqp_port, timeout)
+
+
 def ensure_epmd(config: Config, wait_for_supervised: float = 5.0) -> None:
     """Wait for this stack's epmd (a supervised program), else start one in the background."""
     port = epmd_port(config)
@@ -133,7 +138,8 @@ def ctl(config: Config, *args: str, timeout: float = 60.0) -> str:
 def queue_depths(config: Config) -> dict[str, tuple[int, int]]:
     """``{queue: (ready, unacked)}`` of the local node."""
     if not _port_open(config.local_amqp_port):
-        raise BrokerError(f"the local broker is not running (nothing on 127.0.0.1:{config.local_amqp_port})")
+        raise BrokerError(f"the local broker is not accepting connections on 127.0.0.1:{config.local_amqp_port} "
+                          "(still starting, or stopped)")
     out = ctl(config, "list_queues", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged", timeout=30)
     depths = {}
     for line in out.splitlines():

@@ -314,6 +314,8 @@ def cmd_up(args, config, store) -> None:
         raise RuntimeFailure(str(exc)) from None
     late = [_process_name(info) + " " + info["statename"] for info in infos
             if info["statename"] not in ("RUNNING", "STOPPED")]
+    if config.local_broker and not broker.wait_accepting(config):
+        late.append(f"the local broker does not accept connections on 127.0.0.1:{config.local_amqp_port}")
     print(f"stack running (home {config.home}); `monitor status` shows it, `monitor down` stops it")
     if late:
         raise RuntimeFailure("not running: " + ", ".join(late) + f" (see {config.log_dir})")
