@@ -26,7 +26,7 @@ import pika.exceptions
 from monitor.config import Config
 from monitor.log import EventLogger
 from monitor.messages import InvalidMessage
-from monitor.urls import redact
+from monitor.urls import redact, scrub_credentials
 
 JOB_QUEUE = "job_queue"
 TASK_QUEUE = "task_queue"
@@ -59,7 +59,7 @@ class RpcTimeout(RuntimeError):
 
 
 def declare_topology(channel: pika.adapters.blocking_connection.BlockingChannel, config: Config) -> None:
-    """Declare the dead-letter queue and the two work queues (a no-op when they exist)."""
+    """Declare every queue and exchange listed in this module's docstring (a no-op when they exist)."""
     channel.queue_declare(DEAD_LETTER, durable=True, arguments={"x-queue-type": "quorum"})
     for queue in (JOB_QUEUE, TASK_QUEUE):
         channel.queue_declare(queue, durable=True, arguments={
@@ -97,7 +97,7 @@ def connect(config: Config, log: EventLogger, attempts: int | None = None,
                 log.info("broker connected", broker=redact(config.broker_url), attempts=attempt)
             return connection
         except pika.exceptions.AMQPError as exc:
-            reason = f"cannot reach the broker at {redact(config.broker_url)}: {type(exc).__name__} {exc}".strip()
+            reason = scrub_credentials(f"cannot reach the broker at {redact(config.broker_url)}: {type(exc).__name__} {exc}".strip())
             if attempts is not None and attempt >= attempts:
                 raise BrokerUnavailable(reason) from None
             if attempt == 1 or attempt % 10 == 0:
