@@ -70,20 +70,22 @@ class Scheduler:
         channel = self._channel()
         if channel is None:
             return 0
-        published = 0
+        published: list[int] = []
         try:
             # Keeps the idle connection's heartbeats flowing between publishes.
             self.connection.process_data_events(0)
             for watch in interleave_by_host(due):
                 amqp.publish(channel, amqp.JOB_QUEUE, Job(watch.url, watch.id, now).to_bytes())
-                self.store.mark_in_flight(watch.id, now)
-                published += 1
+                published.append(watch.id)
         except (amqp.PublishFailed, *amqp.RECOVERABLE) as exc:
-            self.log.warning("publishing interrupted", reason=str(exc), published=published)
+            self.log.warning("publishing interrupted", reason=str(exc), published=len(published))
             self.channel = None
+        # One transaction for the whole tick; a crash before it only means the same watches
+        # are published again, which the processor absorbs.
+        self.store.mark_in_flight(published, now)
         if published:
-            self.log.info("enqueued", jobs=published, due=len(due))
-        return published
+            self.log.info("enqueued", jobs=len(published), due=len(due))
+        return len(published)
 
 
 def main() -> None:

@@ -197,7 +197,7 @@ def cmd_watch_recheck(args, config, store) -> None:
         now = time.time()
         for watch in watches:
             amqp.publish(channel, amqp.JOB_QUEUE, Job(watch.url, watch.id, now).to_bytes())
-            store.mark_in_flight(watch.id, now)
+        store.mark_in_flight([watch.id for watch in watches], now)
     finally:
         connection.close()
     print(f"queued {len(watches)} watch(es) for an immediate check")

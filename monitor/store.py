@@ -253,9 +253,11 @@ class Store:
             ORDER BY next_due LIMIT ?""", (now, now - job_timeout, limit)).fetchall()
         return [_watch(row) for row in rows]
 
-    def mark_in_flight(self, watch_id: int, now: float) -> None:
+    def mark_in_flight(self, watch_ids: list[int], now: float) -> None:
+        if not watch_ids:
+            return
         with self.transaction() as conn:
-            conn.execute("UPDATE watches SET in_flight_since = ? WHERE id = ?", (now, watch_id))
+            conn.executemany("UPDATE watches SET in_flight_since = ? WHERE id = ?", [(now, i) for i in watch_ids])
 
     # --- results --------------------------------------------------------------------
     def record_result(self, result: CheckResult) -> None:
