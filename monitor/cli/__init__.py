@@ -1,0 +1,139 @@
+"""The ``monitor`` command line: edit the watch list, see what was found, run the stack.
+
+Exit codes: 0 success, 1 runtime failure (broker or supervisord unreachable, fetch failed),
+2 usage error (bad URL, unknown id, duplicate, bad interval). Errors are one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from monitor import config as configuration
+from monitor import stack
+from monitor.cli import fleet, operations, watches
+from monitor.cli.common import RuntimeFailure, UsageError
+from monitor.store import open_store
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="monitor", description="Watch homepages; get an alert for every newly published link.")
+    sub = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
+
+    watch = sub.add_parser("watch", help="edit the watch list").add_subparsers(dest="command", required=True, metavar="ACTION")
+    p = watch.add_parser("add", help="watch a homepage")
+    p.add_argument("url")
+    p.add_argument("--interval", help="how often to check: 30s, 5m, 2h, 1d (default 5m)")
+    p.add_argument("--name")
+    p.add_argument("--tag")
+    p.set_defaults(func=watches.cmd_watch_add)
+    p = watch.add_parser("list", help="the watch list with its last results")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=watches.cmd_watch_list)
+    p = watch.add_parser("remove", help="stop watching (ID or URL); its links and alerts go too")
+    p.add_argument("ref", metavar="ID|URL")
+    p.set_defaults(func=watches.cmd_watch_remove)
+    for name in ("enable", "disable"):
+        p = watch.add_parser(name, help=f"{name} checking a watch")
+        p.add_argument("id", metavar="ID|URL")
+        p.set_defaults(func=watches.cmd_watch_enable)
+    p = watch.add_parser("set", help="change a watch's interval")
+    p.add_argument("id", metavar="ID|URL")
+    p.add_argument("--interval")
+    p.set_defaults(func=watches.cmd_watch_set)
+    p = watch.add_parser("import", help="add watches from a file: one URL per line, or CSV url,interval,name,tag")
+    p.add_argument("file")
+    p.set_defaults(func=watches.cmd_watch_import)
+    watch.add_parser("export", help="print the watch list as CSV (import reads it back)").set_defaults(func=watches.cmd_watch_export)
+    p = watch.add_parser("recheck", help="check now, regardless of the schedule")
+    p.add_argument("ref", nargs="?", metavar="ID|URL")
+    p.add_argument("--all", action="store_true", help="every enabled watch")
+    p.set_defaults(func=watches.cmd_watch_recheck)
+
+    p = sub.add_parser("links", help="links known for a watch, newest first")
+    p.add_argument("ref", metavar="ID|URL")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=watches.cmd_links)
+    p = sub.add_parser("alerts", help="new links found")
+    p.add_argument("--watch", metavar="ID|URL")
+    p.add_argument("--since", metavar="DURATION", help="e.g. 1h, 2d")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new alerts")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=watches.cmd_alerts)
+    p = sub.add_parser("status", help="processes, queue depths, watches due/in flight/failing, recent alerts")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=operations.cmd_status)
+    sub.add_parser("up", help="start the whole stack under supervisord").set_defaults(func=operations.cmd_up)
+    sub.add_parser("down", help="stop the whole stack").set_defaults(func=operations.cmd_down)
+    p = sub.add_parser("ctl", help="run supervisorctl against this stack (e.g. `monitor ctl status`)")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=None)
+    p = sub.add_parser("check", help="fetch one page once and print its links (touches no store)")
+    p.add_argument("url")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=operations.cmd_check, needs_store=False)
+    proxy = sub.add_parser("proxy", help="the proxy pool (VPN exits)").add_subparsers(dest="command", required=True, metavar="ACTION")
+    p = proxy.add_parser("add", help="add a proxy: http://, https://, socks5:// with optional user:password@")
+    p.add_argument("url")
+    p.set_defaults(func=fleet.cmd_proxy_add)
+    p = proxy.add_parser("list", help="proxies (passwords masked), lease, last error, requests, refusals")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=fleet.cmd_proxy_list)
+    p = proxy.add_parser("remove", help="remove a proxy (ID or URL)")
+    p.add_argument("ref", metavar="ID|URL")
+    p.set_defaults(func=fleet.cmd_proxy_remove)
+    p = proxy.add_parser("test", help="fetch a page through a proxy (ID or URL) and say how it went")
+    p.add_argument("ref", metavar="ID|URL")
+    p.add_argument("--page", default="https://example.org/", help="the page to fetch (default https://example.org/)")
+    p.set_defaults(func=fleet.cmd_proxy_test)
+    p = sub.add_parser("workers", help="the worker fleet: state, last heartbeat, jobs, proxies")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=fleet.cmd_workers)
+    dlq = sub.add_parser("dlq", help="messages the pipeline refused").add_subparsers(dest="command", required=True, metavar="ACTION")
+    p = dlq.add_parser("list", help="show dead letters: id, origin queue, reason, body")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=operations.cmd_dlq_list, needs_store=False)
+    p = dlq.add_parser("replay", help="send dead letters back to the queue they came from")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--all", action="store_true")
+    p.set_defaults(func=operations.cmd_dlq_replay, needs_store=False)
+    dlq.add_parser("purge", help="delete every dead letter").set_defaults(func=operations.cmd_dlq_purge, needs_store=False)
+    db = sub.add_parser("db", help="database maintenance").add_subparsers(dest="command", required=True, metavar="ACTION")
+    db.add_parser("upgrade", help="apply pending migrations").set_defaults(func=operations.cmd_db_upgrade, needs_store=False)
+    p = sub.add_parser("demo", help="run a local site that publishes links, watch it, show alerts")
+    p.add_argument("--every", type=float, default=3.0, help="seconds between new stories (default 3)")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
+    p.set_defaults(func=operations.cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = configuration.load()
+    except configuration.ConfigError as exc:
+        print(f"monitor: configuration error: {exc}", file=sys.stderr)
+        return 2
+    if args.func is None:  # ctl
+        return stack.ctl(config, args.args)
+    store = None
+    try:
+        if getattr(args, "needs_store", True):
+            store = open_store(config.db_path)
+        args.func(args, config, store)
+        return 0
+    except UsageError as exc:
+        print(f"monitor: error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeFailure as exc:
+        print(f"monitor: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    finally:
+        if store is not None:
+            store.close()
+

@@ -1,0 +1,201 @@
+"""Running the service: ``monitor up/down/status/check/demo``, ``monitor dlq`` and ``monitor db``."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+
+from monitor import amqp, broker, deadletters, stack
+from monitor.check import check_page
+from monitor.cli.common import RuntimeFailure, UsageError, cost, print_json, ts, watch_url
+from monitor.log import get_logger
+from monitor.messages import Job
+from monitor.store import Store, open_store, upgrade
+from monitor.urls import redact
+
+
+# --- the stack -------------------------------------------------------------------------------
+def _queue_depths(config) -> dict[str, tuple[int, int | None]]:
+    if config.local_broker:
+        return broker.queue_depths(config)
+    connection = amqp.connect(config, get_logger("cli"), attempts=1)
+    try:
+        channel = amqp.open_channel(connection, config)
+        # A passive declare reports ready messages only; unacked needs the management API.
+        return {queue: (channel.queue_declare(queue, passive=True).method.message_count, None)
+                for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER)}
+    finally:
+        connection.close()
+
+
+def process_name(info: dict) -> str:
+    """``worker:worker_00`` for a process of a group, plain ``processor`` otherwise (as supervisorctl)."""
+    return info["name"] if info["group"] == info["name"] else f"{info['group']}:{info['name']}"
+
+
+def cmd_status(args, config, store) -> None:
+    now = time.time()
+    try:
+        procs = stack.processes(config)
+    except stack.StackError as exc:
+        procs, proc_error = [], str(exc)
+    else:
+        proc_error = None
+    try:
+        depths, depth_error = _queue_depths(config), None
+    except (broker.BrokerError, amqp.BrokerUnavailable, *amqp.RECOVERABLE, OSError) as exc:
+        depths, depth_error = {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    summary = store.summary(now, config.job_timeout)
+    states = [w.state for w in store.list_workers()]
+    fleet = {state: states.count(state) for state in ("alive", "lost", "stopped")}
+    cooldowns = store.cooldowns(now)
+    costly = sorted((w for w in store.list_watches() if w.cost_ms is not None), key=lambda w: -w.cost_ms)
+    if args.json:
+        print_json({"processes": [{"name": process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
+                     "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary,
+                     "workers": fleet, "hosts_in_cooldown": cooldowns,
+                     "costliest": [{"id": w.id, "url": w.url, "cost_ms": w.cost_ms} for w in costly[:5]]})
+        return
+    where = f"local node on 127.0.0.1:{config.local_amqp_port}" if config.local_broker else redact(config.broker_url)
+    print(f"home: {config.home}   broker: {where}")
+    print("\nprocesses:")
+    if proc_error:
+        print(f"  {proc_error}")
+    for p in procs:
+        print(f"  {process_name(p):<20} {p['statename']:<9} {p['description']}")
+    print("\nqueues:")
+    if depth_error:
+        print(f"  unavailable: {depth_error}")
+    for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER):
+        if queue in depths:
+            ready, unacked = depths[queue]
+            print(f"  {queue:<12} ready {ready:<7} unacked {'?' if unacked is None else unacked}")
+        elif not depth_error:
+            print(f"  {queue:<12} not declared yet (the pipeline declares it when it connects)")
+    print(f"\nwatches: {summary['watches']} ({summary['enabled']} enabled), due {summary['due']}, "
+          f"in flight {summary['in_flight']}, failing {summary['failing']}")
+    print(f"alerts in the last hour: {summary['alerts_last_hour']}")
+    print(f"workers: {fleet['alive']} alive, {fleet['lost']} lost, {fleet['stopped']} stopped (`monitor workers`)")
+    if cooldowns:
+        print("hosts in cooldown: " + ", ".join(f"{host} until {ts(until)}" for host, until in sorted(cooldowns.items())))
+    if costly:
+        print("costliest sites: " + ", ".join(f"{w.url} {cost(w.cost_ms)}" for w in costly[:3]))
+
+
+def cmd_up(args, config, store) -> None:
+    try:
+        stack.up(config)
+        infos = stack.wait_started(config)
+    except stack.StackError as exc:
+        raise RuntimeFailure(str(exc)) from None
+    late = [process_name(info) + " " + info["statename"] for info in infos
+            if info["statename"] not in ("RUNNING", "STOPPED")]
+    if config.local_broker and not broker.wait_accepting(config):
+        late.append(f"the local broker does not accept connections on 127.0.0.1:{config.local_amqp_port}")
+    print(f"stack running (home {config.home}); `monitor status` shows it, `monitor down` stops it")
+    if late:
+        raise RuntimeFailure("not running: " + ", ".join(late) + f" (see {config.log_dir})")
+
+
+def cmd_down(args, config, store) -> None:
+    try:
+        stopped = stack.down(config)
+    except stack.StackError as exc:
+        raise RuntimeFailure(str(exc)) from None
+    print("stack stopped" if stopped else "stack was not running")
+
+
+def cmd_check(args, config, store) -> None:
+    url, _ = watch_url(args.url, config)
+    task = check_page(Job(url, 0), config)
+    if task.status != "ok":
+        raise RuntimeFailure(f"{url}: {task.error}")
+    for link in task.context:
+        if args.json:
+            print_json(link)
+        else:
+            print(f"{link['url']}  {link['text']}")
+    if not args.json:
+        print(f"# {len(task.context)} links from {task.final_url} in {task.elapsed_ms} ms (HTTP {task.http_status})", file=sys.stderr)
+
+
+
+def _dead_letters(config):
+    try:
+        return deadletters.DeadLetterQueue(config)
+    except amqp.BrokerUnavailable as exc:
+        raise RuntimeFailure(str(exc)) from None
+
+
+def cmd_dlq_list(args, config, store) -> None:
+    with _dead_letters(config) as dlq:
+        letters = dlq.list()
+    for letter in letters:
+        if args.json:
+            print_json({"id": letter.id, "queue": letter.queue, "reason": letter.reason,
+                         "body": letter.body.decode("utf-8", errors="replace")})
+        else:
+            print(f"{letter.id}  from {letter.queue} ({letter.reason})  {letter.preview()}")
+    if not args.json:
+        print(f"{len(letters)} dead letter(s)", file=sys.stderr)
+
+
+def cmd_dlq_replay(args, config, store) -> None:
+    if args.all == bool(args.ids):
+        raise UsageError("give dead-letter IDs (see `monitor dlq list`) or --all")
+    with _dead_letters(config) as dlq:
+        replayed = dlq.replay(None if args.all else set(args.ids))
+    missing = set(args.ids) - {letter.id for letter in replayed}
+    print(f"replayed {len(replayed)} message(s)")
+    if missing:
+        raise UsageError(f"not in dead_letter (or not replayable): {', '.join(sorted(missing))}")
+
+
+def cmd_dlq_purge(args, config, store) -> None:
+    with _dead_letters(config) as dlq:
+        print(f"purged {dlq.purge()} dead letter(s)")
+
+
+def cmd_db_upgrade(args, config, store) -> None:
+    plain = Store(config.db_path)  # not open_store: that would apply the migrations before we can report them
+    try:
+        applied = upgrade(plain.conn)
+    finally:
+        plain.close()
+    print("applied: " + ", ".join(applied) if applied else "database is up to date")
+
+
+def cmd_demo(args, config, store) -> None:
+    """A stack of its own under $MONITOR_HOME/demo, watching a local site that keeps publishing."""
+    from monitor.demo import LocalSite
+
+    demo = dataclasses.replace(config, home=config.home / "demo", allow_private=True, amqp_port=None)
+    site = LocalSite().start()
+    url = site.add_page("/", [(f"/stories/{n}", f"Story number {n}") for n in range(1, 4)])
+    site.autopublish("/", every=args.every)
+    print(f"demo site on {url}: a new story every {args.every:g}s; starting a stack under {demo.home}", flush=True)
+    demo_store = open_store(demo.db_path)
+    watch = None
+    try:
+        stack.up(demo)
+        watch = demo_store.add_watch(url, 5, name="demo")
+        print(f"watching it as watch {watch.id} every 5s: first check is the baseline, then alerts follow "
+              f"(Ctrl-C to stop)", flush=True)
+        deadline = time.time() + args.duration
+        last = 0
+        while time.time() < deadline:
+            for rowid, alert in demo_store.alerts(0, watch.id, after_rowid=last):
+                last = rowid
+                print(f"{ts(alert['first_seen'])}  NEW  {alert['url']}  {alert['text']}", flush=True)
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    except stack.StackError as exc:
+        raise RuntimeFailure(str(exc)) from None
+    finally:
+        site.stop()
+        if watch is not None:
+            demo_store.remove_watch(watch.id)  # its site is gone; the next demo starts afresh
+        stack.down(demo)
+        demo_store.close()
+        print("demo stopped; its data stays in " + str(demo.home))
