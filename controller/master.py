@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 
-from monitor import amqp, config as configuration
+from monitor import amqp
+from monitor import config as configuration
 from monitor.log import get_logger
 from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, LeaseReply, LeaseRequest
 from monitor.store import Store, open_store
@@ -35,7 +36,7 @@ class Master:
         if request.op == "release":
             released = self.store.release_proxies(request.worker)
             self.log.info("proxies released", worker=request.worker, count=released)
-            proxies, pool_size = [], len(self.store.list_proxies())
+            proxies, pool_size = [], self.store.pool_size()
         else:
             leased, pool_size = self.store.lease_proxies(request.worker, request.count, request.exclude, now)
             proxies = [{"id": proxy.id, "url": proxy.url} for proxy in leased]

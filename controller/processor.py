@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import time
 
-from monitor import amqp, config as configuration
+from monitor import amqp
+from monitor import config as configuration
 from monitor.linkindex import LinkIndex
 from monitor.log import get_logger
 from monitor.messages import Alert, Task

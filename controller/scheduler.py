@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import schedule
 
-from monitor import amqp, config as configuration
+from monitor import amqp
+from monitor import config as configuration
 from monitor.log import get_logger
 from monitor.messages import Job
 from monitor.store import Store, Watch, open_store

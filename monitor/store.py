@@ -156,6 +156,9 @@ _WATCH_COLUMNS = ("id, url, name, tag, interval_s, enabled, next_due, in_flight_
                   "last_status, last_elapsed_ms, consecutive_failures, cost_ms")
 
 
+_PROXY_COLUMNS = "id, url, leased_to, leased_at, last_error, requests, refusals"
+
+
 def _watch(row: tuple, counts: tuple[int, int] = (0, 0)) -> Watch:
     return Watch(row[0], row[1], row[2], row[3], row[4], bool(row[5]), *row[6:13], *counts)
 
@@ -314,15 +317,13 @@ class Store:
         return self.get_proxy(proxy_id)
 
     def get_proxy(self, proxy_id: int) -> Proxy:
-        row = self.conn.execute("SELECT id, url, leased_to, leased_at, last_error, requests, refusals FROM proxies "
-                                "WHERE id = ?", (proxy_id,)).fetchone()
+        row = self.conn.execute(f"SELECT {_PROXY_COLUMNS} FROM proxies WHERE id = ?", (proxy_id,)).fetchone()
         if row is None:
             raise NotFound(f"no proxy with id {proxy_id}")
         return Proxy(*row)
 
     def list_proxies(self) -> list[Proxy]:
-        rows = self.conn.execute("SELECT id, url, leased_to, leased_at, last_error, requests, refusals FROM proxies "
-                                 "ORDER BY id").fetchall()
+        rows = self.conn.execute(f"SELECT {_PROXY_COLUMNS} FROM proxies ORDER BY id").fetchall()
         return [Proxy(*row) for row in rows]
 
     def remove_proxy(self, proxy_id: int) -> None:
@@ -334,7 +335,7 @@ class Store:
         """Lease up to ``count`` free proxies (least recently leased first) to ``worker``;
         return them and the size of the whole pool."""
         with self.transaction() as conn:
-            pool_size = conn.execute("SELECT COUNT(*) FROM proxies").fetchone()[0]
+            pool_size = self.pool_size()
             not_excluded = f"AND id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
             ids = [row[0] for row in conn.execute(
                 f"SELECT id FROM proxies WHERE leased_to IS NULL {not_excluded} "
@@ -342,6 +343,9 @@ class Store:
             for proxy_id in ids:
                 conn.execute("UPDATE proxies SET leased_to = ?, leased_at = ? WHERE id = ?", (worker, now, proxy_id))
         return [self.get_proxy(proxy_id) for proxy_id in ids], pool_size
+
+    def pool_size(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM proxies").fetchone()[0]
 
     def release_proxies(self, worker: str) -> int:
         with self.transaction() as conn:
@@ -368,9 +372,12 @@ class Store:
 
     def mark_lost(self, now: float, lost_after: float) -> list[str]:
         """Workers silent for ``lost_after`` seconds become lost; their proxies return to the pool."""
+        query = "SELECT id FROM workers WHERE state = 'alive' AND last_heartbeat < ?"
+        # Called every second: take the write lock only when someone is actually lost.
+        if self.conn.execute(query, (now - lost_after,)).fetchone() is None:
+            return []
         with self.transaction() as conn:
-            lost = [row[0] for row in conn.execute(
-                "SELECT id FROM workers WHERE state = 'alive' AND last_heartbeat < ?", (now - lost_after,))]
+            lost = [row[0] for row in conn.execute(query, (now - lost_after,))]
             for worker in lost:
                 conn.execute("UPDATE workers SET state = 'lost', current_job = NULL WHERE id = ?", (worker,))
                 conn.execute("UPDATE proxies SET leased_to = NULL WHERE leased_to = ?", (worker,))
@@ -392,6 +399,12 @@ class Store:
     def cooldowns(self, now: float) -> dict[str, float]:
         """Hosts disabled at ``now``: ``{host: until}``."""
         return dict(self.conn.execute("SELECT host, until FROM host_cooldowns WHERE until > ?", (now,)).fetchall())
+
+    def costliest(self, limit: int) -> list[Watch]:
+        """The watches whose fetches cost most (the patent's site weights), heaviest first."""
+        rows = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE cost_ms IS NOT NULL "
+                                 "ORDER BY cost_ms DESC LIMIT ?", (limit,)).fetchall()
+        return [_watch(row) for row in rows]
 
     def summary(self, now: float, job_timeout: float) -> dict[str, int]:
         """Counts for ``monitor status``: watches due, in flight, failing; alerts in the last hour."""

@@ -9,7 +9,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.helpers import wait_for
+from tests.helpers import send, wait_for
 
 PROXY_HEADER = "X-Proxy-Name"
 
@@ -67,12 +67,7 @@ class RationingOrigin:
                     origin.window[exit_name] += 1
                     allowed = origin.window[exit_name] <= origin.allowance
                     (origin.served if allowed else origin.refused)[exit_name] += 1
-                body = (b'<a href="/story">Story</a>' if allowed else b"slow down")
-                self.send_response(200 if allowed else 429)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send(self, b'<a href="/story">Story</a>' if allowed else b"slow down", status=200 if allowed else 429)
 
             def log_message(self, *args) -> None:
                 pass

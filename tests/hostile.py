@@ -7,16 +7,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-
-def _send(handler: BaseHTTPRequestHandler, body: bytes, content_type: str = "text/html", status: int = 200,
-          headers: dict | None = None) -> None:
-    handler.send_response(status)
-    handler.send_header("Content-Type", content_type)
-    handler.send_header("Content-Length", str(len(body)))
-    for name, value in (headers or {}).items():
-        handler.send_header(name, value)
-    handler.end_headers()
-    handler.wfile.write(body)
+from tests.helpers import send
 
 
 def _trickle(handler: BaseHTTPRequestHandler) -> None:
@@ -46,19 +37,19 @@ def gzip_bomb() -> bytes:
 
 
 ROUTES = {
-    "/ok": lambda h: _send(h, b'<a href="/x">X</a>'),
-    "/big": lambda h: _send(h, b"<p>" + b"a" * 11_000_000),
-    "/bomb": lambda h: _send(h, gzip_bomb(), headers={"Content-Encoding": "gzip"}),
-    "/loop": lambda h: _send(h, b"", status=302, headers={"Location": "/loop"}),
-    "/hop": lambda h: _send(h, b"", status=301, headers={"Location": "/ok"}),
-    "/to-metadata": lambda h: _send(h, b"", status=302, headers={"Location": "http://169.254.169.254/latest/"}),
-    "/pdf": lambda h: _send(h, b"%PDF-1.4", content_type="application/pdf"),
-    "/missing": lambda h: _send(h, b"gone", status=404),
-    "/lying": lambda h: _send(h, '<a href="/c">Café</a>'.encode("latin-1"), content_type="text/html; charset=utf-8"),
-    "/invalid-bytes": lambda h: _send(h, b'<a href="/i">\xff\xfe\x00 broken \xc3\x28 bytes</a>',
+    "/ok": lambda h: send(h, b'<a href="/x">X</a>'),
+    "/big": lambda h: send(h, b"<p>" + b"a" * 11_000_000),
+    "/bomb": lambda h: send(h, gzip_bomb(), headers={"Content-Encoding": "gzip"}),
+    "/loop": lambda h: send(h, b"", status=302, headers={"Location": "/loop"}),
+    "/hop": lambda h: send(h, b"", status=301, headers={"Location": "/ok"}),
+    "/to-metadata": lambda h: send(h, b"", status=302, headers={"Location": "http://169.254.169.254/latest/"}),
+    "/pdf": lambda h: send(h, b"%PDF-1.4", content_type="application/pdf"),
+    "/missing": lambda h: send(h, b"gone", status=404),
+    "/lying": lambda h: send(h, '<a href="/c">Café</a>'.encode("latin-1"), content_type="text/html; charset=utf-8"),
+    "/invalid-bytes": lambda h: send(h, b'<a href="/i">\xff\xfe\x00 broken \xc3\x28 bytes</a>',
                                       content_type="text/html; charset=utf-8"),
-    "/nested": lambda h: _send(h, nested_page()),
-    "/many-links": lambda h: _send(h, many_links_page()),
+    "/nested": lambda h: send(h, nested_page()),
+    "/many-links": lambda h: send(h, many_links_page()),
     "/trickle": _trickle,
 }
 

@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 import pika
 import requests
 
-from monitor import amqp, config as configuration
+from monitor import amqp
+from monitor import config as configuration
 from monitor.check import task_from_error, task_from_page
 from monitor.fetch import FetchError, fetch
 from monitor.log import get_logger

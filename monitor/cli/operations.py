@@ -49,12 +49,12 @@ def cmd_status(args, config, store) -> None:
     states = [w.state for w in store.list_workers()]
     fleet = {state: states.count(state) for state in ("alive", "lost", "stopped")}
     cooldowns = store.cooldowns(now)
-    costly = sorted((w for w in store.list_watches() if w.cost_ms is not None), key=lambda w: -w.cost_ms)
+    costly = store.costliest(5)
     if args.json:
         print_json({"processes": [{"name": process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
                      "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary,
                      "workers": fleet, "hosts_in_cooldown": cooldowns,
-                     "costliest": [{"id": w.id, "url": w.url, "cost_ms": w.cost_ms} for w in costly[:5]]})
+                     "costliest": [{"id": w.id, "url": w.url, "cost_ms": w.cost_ms} for w in costly]})
         return
     where = f"local node on 127.0.0.1:{config.local_amqp_port}" if config.local_broker else redact(config.broker_url)
     print(f"home: {config.home}   broker: {where}")

@@ -16,7 +16,8 @@ from pathlib import Path
 import pika
 import pytest
 
-from monitor import amqp, broker as local_broker
+from monitor import amqp
+from monitor import broker as local_broker
 from monitor.config import Config
 from monitor.demo import LocalSite
 from monitor.log import get_logger
