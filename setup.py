@@ -18,6 +18,7 @@ setup(
         "plyvel>=1.5",
         "supervisor>=4.2",
         "schedule>=1.2",
+        "selectolax>=1.0.2",  # lexbor: the fast HTML5 parse engine
         "PySocks>=1.7",  # socks5:// proxies
     ],
     extras_require={"test": ["pytest>=7", "pytest-timeout>=2"]},

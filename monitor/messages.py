@@ -1,9 +1,14 @@
 """The message schemas exchanged over RabbitMQ, and their validation.
 
-* job  (``job_queue``):  ``{"baseUrl", "id", "enqueued_at"?, "attempt"?}``
-* task (``task_queue``): ``{"baseUrl", "id", "context": [{"url", "text"}], "status": "ok"|"error",
-  "error", "final_url", "fetched_at", "elapsed_ms", "http_status", "worker"}``; ``error`` with
-  status ``ok`` is a warning (e.g. the page had more links than are watched)
+* job  (``job_queue``):  ``{"baseUrl", "id", "enqueued_at"?, "etag"?, "last_modified"?, "content_hash"?}``:
+  the validators of the last successful check, so the worker can ask for the page
+  conditionally and skip parsing a body that did not change
+* task (``task_queue``): ``{"baseUrl", "id", "context": [{"url", "text"}], "status", "error",
+  "final_url", "fetched_at", "elapsed_ms", "http_status", "worker", "etag", "last_modified",
+  "content_hash", "not_modified_by"}``. ``status`` is ``ok``, ``not_modified`` (no links sent:
+  ``not_modified_by`` says whether the server answered 304 (``"http"``) or the body hashed as
+  before (``"hash"``)), ``error`` or ``skipped``; ``error`` with status ``ok`` is a warning
+  (e.g. the page had more links than are watched)
 * alert (sinks):        ``{"alert_id", "watch_id", "baseUrl", "url", "text", "first_seen"}``
 
 Unknown fields are ignored. A message that fails validation raises :class:`InvalidMessage`
@@ -17,7 +22,8 @@ from dataclasses import dataclass, field
 
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 # "skipped": not fetched on purpose (the host is in cooldown).
-STATUSES = ("ok", "error", "skipped")
+STATUSES = ("ok", "not_modified", "error", "skipped")
+NOT_MODIFIED_BY = ("http", "hash")
 
 
 class InvalidMessage(ValueError):
@@ -57,9 +63,13 @@ class Job:
     base_url: str
     id: int
     enqueued_at: float | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
 
     def to_bytes(self) -> bytes:
-        return _encode({"baseUrl": self.base_url, "id": self.id, "enqueued_at": self.enqueued_at})
+        return _encode({"baseUrl": self.base_url, "id": self.id, "enqueued_at": self.enqueued_at, "etag": self.etag,
+                        "last_modified": self.last_modified, "content_hash": self.content_hash})
 
     @classmethod
     def from_bytes(cls, body: bytes) -> "Job":
@@ -68,6 +78,9 @@ class Job:
             base_url=_require(data, "baseUrl", str),
             id=_require(data, "id", int),
             enqueued_at=_require(data, "enqueued_at", (int, float), optional=True),
+            etag=_require(data, "etag", str, optional=True),
+            last_modified=_require(data, "last_modified", str, optional=True),
+            content_hash=_require(data, "content_hash", str, optional=True),
         )
 
 
@@ -83,12 +96,18 @@ class Task:
     elapsed_ms: int | None = None
     http_status: int | None = None
     worker: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    not_modified_by: str | None = None
 
     def to_bytes(self) -> bytes:
         return _encode({
             "baseUrl": self.base_url, "id": self.id, "context": self.context, "status": self.status,
             "error": self.error, "final_url": self.final_url, "fetched_at": self.fetched_at,
             "elapsed_ms": self.elapsed_ms, "http_status": self.http_status, "worker": self.worker,
+            "etag": self.etag, "last_modified": self.last_modified, "content_hash": self.content_hash,
+            "not_modified_by": self.not_modified_by,
         })
 
     @classmethod
@@ -102,6 +121,9 @@ class Task:
         status = "ok" if status is None else status
         if status not in STATUSES:
             raise InvalidMessage(f"unknown status {status!r}")
+        not_modified_by = _require(data, "not_modified_by", str, optional=True)
+        if (status == "not_modified") != (not_modified_by in NOT_MODIFIED_BY):
+            raise InvalidMessage("status 'not_modified' needs 'not_modified_by' ('http' or 'hash'), and only it")
         return cls(
             base_url=_require(data, "baseUrl", str),
             id=_require(data, "id", int),
@@ -113,6 +135,10 @@ class Task:
             elapsed_ms=_require(data, "elapsed_ms", int, optional=True),
             http_status=_require(data, "http_status", int, optional=True),
             worker=_require(data, "worker", str, optional=True),
+            etag=_require(data, "etag", str, optional=True),
+            last_modified=_require(data, "last_modified", str, optional=True),
+            content_hash=_require(data, "content_hash", str, optional=True),
+            not_modified_by=not_modified_by,
         )
 
 

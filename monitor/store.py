@@ -41,6 +41,10 @@ class Watch:
     last_elapsed_ms: int | None
     consecutive_failures: int
     cost_ms: float | None = None  # moving average of the fetch time: the site's weight
+    # Validators of the last successful check, sent with the next job (conditional GET, body hash).
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
     links_known: int = 0
     new_links: int = 0
 
@@ -153,14 +157,15 @@ def _statements(script: str) -> Iterator[str]:
 
 
 _WATCH_COLUMNS = ("id, url, name, tag, interval_s, enabled, next_due, in_flight_since, last_check, "
-                  "last_status, last_elapsed_ms, consecutive_failures, cost_ms")
+                  "last_status, last_elapsed_ms, consecutive_failures, cost_ms, etag, last_modified, content_hash")
+_WATCH_WIDTH = _WATCH_COLUMNS.count(",") + 1
 
 
 _PROXY_COLUMNS = "id, url, leased_to, leased_at, last_error, requests, refusals"
 
 
 def _watch(row: tuple, counts: tuple[int, int] = (0, 0)) -> Watch:
-    return Watch(row[0], row[1], row[2], row[3], row[4], bool(row[5]), *row[6:13], *counts)
+    return Watch(row[0], row[1], row[2], row[3], row[4], bool(row[5]), *row[6:_WATCH_WIDTH], *counts)
 
 
 class Store:
@@ -226,7 +231,7 @@ class Store:
                    (SELECT COUNT(*) FROM links l WHERE l.watch_id = w.id),
                    (SELECT COUNT(*) FROM alerts a WHERE a.watch_id = w.id)
             FROM watches w ORDER BY id""").fetchall()
-        return [_watch(row[:13], row[13:]) for row in rows]
+        return [_watch(row[:_WATCH_WIDTH], row[_WATCH_WIDTH:]) for row in rows]
 
     def remove_watch(self, watch_id: int) -> None:
         with self.transaction() as conn:

@@ -185,8 +185,8 @@ def main() -> None:
     stop = amqp.stop_on_signals()
     beats = threading.Thread(target=send_heartbeats, args=(worker, stop), daemon=True)
     beats.start()
-    worker.log.info("starting", worker=worker.name, prefetch=config.worker_prefetch)
-    amqp.run_consumer(config, amqp.JOB_QUEUE, config.worker_prefetch, Job, worker.on_job, worker.log, stop,
+    worker.log.info("starting", worker=worker.name, prefetch=config.worker_concurrency)
+    amqp.run_consumer(config, amqp.JOB_QUEUE, config.worker_concurrency, Job, worker.on_job, worker.log, stop,
                       on_connect=worker.on_connect, on_stop=worker.release)
     beats.join(5)
 
