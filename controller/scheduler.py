@@ -1,12 +1,19 @@
-"""The scheduler: every second, publish each due, enabled watch to ``job_queue``.
+"""The scheduler: four times a second, publish each due, enabled watch to ``job_queue``.
 
-A watch is published as ``{"baseUrl", "id"}`` (persistent, confirmed), then marked in
-flight; it is not published again until its result arrives or ``job_timeout`` passes.
+A watch is marked in flight, then published as ``{"baseUrl", "id", "enqueued_at"}`` with
+the validators of its last check (persistent, confirmed); a job the broker did not confirm
+is due again at once. A watch in flight is not published again until its result arrives,
+so ``job_queue`` holds at most one job per watch, however far behind the fleet falls.
+A job lost on the way (dead-lettered, or its task was) is published again once it has been
+in flight for ``job_timeout`` *and* no job is waiting in ``job_queue``: while jobs wait, a
+job in flight that long may simply still be waiting its turn.
 Due times lie on a per-watch phase grid (``store.next_slot``), so restarts and bulk
 imports never fire every watch at once.
 """
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -14,12 +21,14 @@ import schedule
 
 from monitor import amqp
 from monitor import config as configuration
+from monitor.async_amqp import AsyncClient
 from monitor.log import get_logger
 from monitor.messages import Job
 from monitor.store import Store, Watch, open_store
-from monitor.urls import redact
 
-BATCH = 2000  # watches published per tick at most; the rest stay due for the next tick
+TICK = 0.25  # seconds between looks for due watches
+BATCH = 5000  # watches published per round; a full round is followed by another at once
+CONFIRM_TIMEOUT = 30.0  # seconds to wait for a round's confirms (the connection is lost by then)
 
 
 def interleave_by_host(watches: list[Watch]) -> list[Watch]:
@@ -36,71 +45,80 @@ def interleave_by_host(watches: list[Watch]) -> list[Watch]:
 
 
 class Scheduler:
-    def __init__(self, config: configuration.Config, store: Store) -> None:
+    """Publishes due watches: all of a tick's jobs go out at once, and the tick waits for
+    the broker's confirms together (windowed confirms), not one round trip per job."""
+
+    def __init__(self, config: configuration.Config, store: Store, client: AsyncClient) -> None:
         self.config = config
         self.store = store
+        self.client = client
         self.log = get_logger("scheduler")
-        self.connection = None
-        self.channel = None
-        self.retry_at = 0.0
-        self.backoff = 0.5
-
-    def _channel(self):
-        """The publishing channel, (re)connecting with capped exponential backoff between ticks."""
-        if self.channel is not None and self.channel.is_open:
-            return self.channel
-        if time.monotonic() < self.retry_at:
-            return None
-        try:
-            self.connection = amqp.connect(self.config, self.log, attempts=1)
-            self.channel = amqp.open_channel(self.connection, self.config)
-            if self.backoff > 0.5:
-                self.log.info("broker connected", broker=redact(self.config.broker_url))
-            self.backoff = 0.5
-            return self.channel
-        except (amqp.BrokerUnavailable, *amqp.RECOVERABLE) as exc:
-            self.log.warning("broker unavailable", reason=str(exc), retry_in_s=self.backoff)
-            self.retry_at = time.monotonic() + self.backoff
-            self.backoff = min(self.backoff * 2, 15.0)
-            return None
 
     def tick(self) -> int:
-        """Publish the due watches; return how many were published."""
+        """Publish the due watches (repeating while a whole batch was due); return how many."""
+        total = 0
+        while self.client.ready.is_set():
+            published = self._publish_due()
+            total += published
+            if published < BATCH:
+                break
+        return total
+
+    def _publish_due(self) -> int:
         now = time.time()
-        due = self.store.due_watches(now, self.config.job_timeout, BATCH)
-        channel = self._channel()
-        if channel is None:
+        backlog = self.client.ready_count(amqp.JOB_QUEUE)
+        timed_out_after = self.config.job_timeout if backlog == 0 else None
+        due = self.store.due_watches(now, timed_out_after, BATCH)
+        if not due:
             return 0
-        published: list[int] = []
-        try:
-            # Keeps the idle connection's heartbeats flowing between publishes.
-            self.connection.process_data_events(0)
-            for watch in interleave_by_host(due):
-                amqp.publish(channel, amqp.JOB_QUEUE, Job(watch.url, watch.id, now).to_bytes())
-                published.append(watch.id)
-        except (amqp.PublishFailed, *amqp.RECOVERABLE) as exc:
-            self.log.warning("publishing interrupted", reason=str(exc), published=len(published))
-            self.channel = None
-        # One transaction for the whole tick; a crash before it only means the same watches
-        # are published again, which the processor absorbs.
-        self.store.mark_in_flight(published, now)
-        if published:
-            self.log.info("enqueued", jobs=len(published), due=len(due))
-        return len(published)
+        # Marked in flight before publishing: a fast fleet may report the result before the
+        # confirm arrives here, and a later mark would then hold the watch for job_timeout.
+        self.store.mark_in_flight([watch.id for watch in due], now)
+        failed: list[int] = []
+        outstanding = len(due)
+        all_confirmed = threading.Event()
+        lock = threading.Lock()
+
+        def confirmed(watch_id: int, ok: bool) -> None:
+            nonlocal outstanding
+            with lock:
+                if not ok:
+                    failed.append(watch_id)
+                outstanding -= 1
+                if outstanding == 0:
+                    all_confirmed.set()
+
+        for watch in interleave_by_host(due):
+            job = Job(watch.url, watch.id, now, watch.etag, watch.last_modified, watch.content_hash)
+            self.client.publish(amqp.JOB_QUEUE, job.to_bytes(), functools.partial(confirmed, watch.id))
+        if not all_confirmed.wait(CONFIRM_TIMEOUT):
+            self.log.warning("confirms overdue: unconfirmed jobs count as published", outstanding=outstanding)
+        with lock:
+            retry = list(failed)
+        if retry:
+            # Not published after all: due again at the next tick.
+            self.store.clear_in_flight(retry, now)
+            self.log.warning("publishing interrupted", failed=len(retry), published=len(due) - len(retry))
+        if len(due) > len(retry):
+            self.log.info("enqueued", jobs=len(due) - len(retry))
+        return len(due) - len(retry)
 
 
 def main() -> None:
     config = configuration.load()
     stop = amqp.stop_on_signals()
     store = open_store(config.db_path)
-    scheduler = Scheduler(config, store)
-    schedule.every(1).seconds.do(scheduler.tick)
-    scheduler.log.info("starting", broker="local" if config.local_broker else "external")
+    log = get_logger("scheduler")
+    client = AsyncClient(config, log).start()
+    scheduler = Scheduler(config, store, client)
+    schedule.every(TICK).seconds.do(scheduler.tick)
+    log.info("starting", broker="local" if config.local_broker else "external")
     while not stop.is_set():
         schedule.run_pending()
-        stop.wait(0.2)
+        stop.wait(TICK / 2)
+    client.stop()
     store.close()
-    scheduler.log.info("stopped")
+    log.info("stopped")
 
 
 if __name__ == "__main__":

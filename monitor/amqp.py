@@ -119,6 +119,17 @@ def open_channel(connection: pika.BlockingConnection, config: Config, prefetch: 
     return channel
 
 
+def declare_with_blocking_client(config: Config, log: EventLogger) -> None:
+    """Declare the topology over a short-lived connection (one attempt; raises
+    BrokerUnavailable or a RECOVERABLE error), for clients that are not blocking ones."""
+    connection = connect(config, log, attempts=1)
+    try:
+        declare_topology(connection.channel(), config)
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
 def publish(channel, queue: str, body: bytes, message_id: str | None = None, exchange: str = "") -> None:
     """Publish a persistent message and wait for the broker's confirm; raise PublishFailed otherwise.
 

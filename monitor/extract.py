@@ -146,6 +146,7 @@ def links_in(soup: BeautifulSoup, page_url: str, limit: int | None = None) -> li
     return found
 
 
-def extract_links(body: bytes, page_url: str, http_charset: str | None = None, limit: int | None = None) -> list[Link]:
+def extract_links(body: bytes, page_url: str, http_charset: str | None = None, limit: int | None = None,
+                  engine: str = "html5lib") -> list[Link]:
     """Decode, parse and collect the links of a page body fetched from ``page_url``."""
     return links_in(parse(decode_html(body, http_charset)), page_url, limit)

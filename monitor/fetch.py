@@ -42,11 +42,15 @@ class FetchError(Exception):
 
 @dataclass(frozen=True)
 class Page:
+    """A fetched page; ``http_status`` 304 means "not modified since the validators sent"
+    (empty body). ``etag`` and ``last_modified`` are the response's validators."""
     final_url: str
     http_status: int
     body: bytes
     charset: str | None
     elapsed_ms: int
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 def _megabytes(size: int) -> str:
@@ -76,14 +80,23 @@ def _read_body(response: requests.Response, config: Config, deadline: float) -> 
         chunks.append(chunk)
 
 
-def fetch(url: str, config: Config, session: requests.Session | None = None, proxy: str | None = None) -> Page:
+def fetch(url: str, config: Config, session: requests.Session | None = None, proxy: str | None = None,
+          etag: str | None = None, last_modified: str | None = None) -> Page:
     """Fetch ``url`` (through ``proxy`` when given) within the configured bounds and return
-    the page, or raise FetchError."""
+    the page, or raise FetchError.
+
+    With ``etag`` / ``last_modified`` (the validators of the last check) the request is
+    conditional, and a server that has nothing new answers 304 with no body.
+    """
     session = session or requests.Session()
     proxies = {"http": proxy, "https": proxy} if proxy else None
     started = time.monotonic()
     deadline = started + config.fetch_deadline
     headers = {"User-Agent": config.user_agent, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"}
+    if etag:
+        headers["If-None-Match"] = etag
+    if last_modified:
+        headers["If-Modified-Since"] = last_modified
     current = url
     for _ in range(config.fetch_max_redirects + 1):
         if time.monotonic() > deadline:
@@ -118,6 +131,10 @@ def fetch(url: str, config: Config, session: requests.Session | None = None, pro
                 if not current.startswith(("http://", "https://")):
                     raise FetchError(f"redirect to a non-web URL {location!r}", response.status_code, current)
                 continue
+            if response.status_code == 304:
+                if not (etag or last_modified):
+                    raise FetchError("HTTP 304 to a request that was not conditional", 304, current)
+                return Page(current, 304, b"", None, int((time.monotonic() - started) * 1000), etag, last_modified)
             if response.status_code >= 400:
                 raise FetchError(f"HTTP {response.status_code} {response.reason or ''}".strip(), response.status_code, current)
             content_type = response.headers.get("Content-Type", "")
@@ -130,8 +147,15 @@ def fetch(url: str, config: Config, session: requests.Session | None = None, pro
             except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
                 raise FetchError(f"reading the body failed: {_first_line(exc)}", response.status_code, current) from None
             elapsed_ms = int((time.monotonic() - started) * 1000)
-            return Page(current, response.status_code, body, _charset(content_type), elapsed_ms)
+            return Page(current, response.status_code, body, _charset(content_type), elapsed_ms,
+                        _header(response, "ETag"), _header(response, "Last-Modified"))
     raise FetchError(f"more than {config.fetch_max_redirects} redirects", final_url=current)
+
+
+def _header(response: requests.Response, name: str) -> str | None:
+    """A validator header worth keeping (short, printable), or None."""
+    value = response.headers.get(name, "").strip()
+    return value if 0 < len(value) <= 200 and value.isprintable() else None
 
 
 def _charset(content_type: str) -> str | None:

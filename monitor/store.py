@@ -253,12 +253,14 @@ class Store:
         return self.get_watch(watch_id)
 
     # --- scheduling -----------------------------------------------------------------
-    def due_watches(self, now: float, job_timeout: float, limit: int) -> list[Watch]:
-        """Enabled watches whose time has come and that are not in flight (or whose job timed out)."""
+    def due_watches(self, now: float, job_timeout: float | None, limit: int) -> list[Watch]:
+        """Enabled watches whose time has come and that are not in flight, or, given a
+        ``job_timeout``, in flight for longer than that."""
+        timed_out_before = -1.0 if job_timeout is None else now - job_timeout
         rows = self.conn.execute(f"""
             SELECT {_WATCH_COLUMNS} FROM watches
             WHERE enabled = 1 AND next_due <= ? AND (in_flight_since IS NULL OR in_flight_since < ?)
-            ORDER BY next_due LIMIT ?""", (now, now - job_timeout, limit)).fetchall()
+            ORDER BY next_due LIMIT ?""", (now, timed_out_before, limit)).fetchall()
         return [_watch(row) for row in rows]
 
     def mark_in_flight(self, watch_ids: list[int], now: float) -> None:
@@ -266,6 +268,12 @@ class Store:
             return
         with self.transaction() as conn:
             conn.executemany("UPDATE watches SET in_flight_since = ? WHERE id = ?", [(now, i) for i in watch_ids])
+
+    def clear_in_flight(self, watch_ids: list[int], since: float) -> None:
+        """Undo :meth:`mark_in_flight` for jobs that were not published after all."""
+        with self.transaction() as conn:
+            conn.executemany("UPDATE watches SET in_flight_since = NULL WHERE id = ? AND in_flight_since = ?",
+                             [(i, since) for i in watch_ids])
 
     # --- results --------------------------------------------------------------------
     def record_result(self, result: CheckResult) -> None:

@@ -12,6 +12,7 @@ delay (:class:`Politeness`). Nothing here talks to the network: the lease functi
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -114,13 +115,16 @@ class ExitPool:
 
 
 class Cooldowns:
-    """The shared host disable list: ``{host: until}``."""
+    """The shared host disable list: ``{host: until}``. Thread-safe (its own lock, so the
+    thread that receives announcements never waits for a lease in progress)."""
 
     def __init__(self) -> None:
         self.until: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     def disable(self, host: str, until: float) -> None:
-        self.until[host] = max(until, self.until.get(host, 0.0))
+        with self._lock:
+            self.until[host] = max(until, self.until.get(host, 0.0))
 
     def update(self, hosts: dict[str, float]) -> None:
         for host, until in hosts.items():
@@ -128,11 +132,12 @@ class Cooldowns:
 
     def disabled_until(self, host: str, now: float | None = None) -> float | None:
         """When ``host`` may be fetched again, or None if it may be now."""
-        until = self.until.get(host)
-        if until is None or until <= (time.time() if now is None else now):
-            self.until.pop(host, None)
-            return None
-        return until
+        with self._lock:
+            until = self.until.get(host)
+            if until is None or until <= (time.time() if now is None else now):
+                self.until.pop(host, None)
+                return None
+            return until
 
 
 class Politeness:

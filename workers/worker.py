@@ -1,10 +1,18 @@
-"""The fetch worker: consume ``job_queue``, check the page through a rotated exit, publish
-the task, then ack.
+"""The fetch worker: consume ``job_queue``, check each page through a rotated exit, publish
+the task, and ack the job once the broker has confirmed its task.
 
 Run under supervisord (``numprocs`` = ``MONITOR_WORKERS``) or on any machine that can reach
 the broker: ``python -m workers.worker``. It needs no database: proxies are leased from the
-controller over RabbitMQ (``control`` queue), host cooldowns arrive on the ``host_events``
-fanout, and a heartbeat thread reports to the controller every few seconds.
+controller over RabbitMQ (:mod:`workers.control`), host cooldowns are pushed on the
+``host_events`` fanout, and a heartbeat thread reports to the controller every few seconds.
+
+Concurrency: a page takes 0.2-1 s of network and server time and a few milliseconds of CPU,
+so each worker keeps ``worker_concurrency`` jobs in flight. The job stream runs on its own
+connection and I/O thread (:mod:`monitor.async_amqp`: prefetch window, windowed publisher
+confirms, acks sent by that thread, AMQP heartbeats never starved by a long job); fetching
+and parsing run in a pool of threads, never two at once for the same host
+(:mod:`workers.dispatch`). A job that waited in the queue longer than ``job_timeout`` is
+stale (the scheduler has published its watch again) and is dropped without fetching.
 """
 from __future__ import annotations
 
@@ -12,19 +20,21 @@ import os
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
-import pika
 import requests
 
 from monitor import amqp
 from monitor import config as configuration
+from monitor.async_amqp import AsyncClient, Delivery
 from monitor.check import task_from_error, task_from_page
 from monitor.fetch import FetchError, fetch
 from monitor.log import get_logger
-from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, Job, LeaseReply, LeaseRequest, Task
+from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, Job, Task
+from workers.control import UNAVAILABLE, ControlLink
+from workers.dispatch import HostQueues
 from workers.exits import Cooldowns, ExitPool, Politeness
-
 
 def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
@@ -35,147 +45,188 @@ class Worker:
         self.config = config
         self.name = name
         self.log = get_logger("worker")
-        self.session = requests.Session()
-        self.pool = ExitPool(self._lease, config.proxies_per_worker)
+        self.control = ControlLink(config, name, self.log)
+        self.exits_lock = threading.Lock()  # guards the exit pool
+        self.pool = ExitPool(self.control.lease, config.proxies_per_worker)
         self.cooldowns = Cooldowns()
         self.politeness = Politeness(config.politeness_delay)
+        self.client = AsyncClient(config, self.log, consume=(amqp.JOB_QUEUE, config.worker_concurrency, self.on_delivery),
+                                  subscribe=[(amqp.HOST_EVENTS, self.on_host_event)])
+        self.fetchers = ThreadPoolExecutor(config.worker_concurrency, thread_name_prefix="fetch")
+        self.hosts: HostQueues[tuple[Job, Delivery]] = HostQueues()
+        self.sessions = threading.local()  # one requests.Session (connection pool) per fetch thread
         self.started_at = time.time()
+        self.counters_lock = threading.Lock()
+        self.in_hand = 0  # deliveries received and not yet acked, nacked or dropped
+        self.settled = threading.Condition(self.counters_lock)
         self.jobs_done = 0
         self.errors = 0
         self.current_job: str | None = None
-        self.rpc: amqp.RpcClient | None = None
-        self.channel = None
-        self.events_queue: str | None = None
 
-    # --- the control plane ----------------------------------------------------------------
-    def on_connect(self, connection: pika.BlockingConnection, channel) -> None:
-        """After every (re)connect: an RPC channel and this worker's queue on ``host_events``."""
-        self.channel = channel
-        self.rpc = amqp.RpcClient(connection)
-        self.events_queue = self.rpc.channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
-        self.rpc.channel.queue_bind(self.events_queue, amqp.HOST_EVENTS)
+    # --- the job stream ---------------------------------------------------------------------
+    def on_delivery(self, delivery: Delivery) -> None:
+        """In the I/O thread: validate, then hand the job to a fetch thread."""
+        try:
+            job = Job.from_bytes(delivery.body)
+        except InvalidMessage as exc:
+            self.log.warning("message rejected to dead_letter", queue=amqp.JOB_QUEUE, reason=str(exc))
+            self.client.nack(delivery, requeue=False)
+            return
+        with self.counters_lock:
+            self.in_hand += 1
+        host = urlsplit(job.base_url).hostname or ""
+        if self.hosts.admit(host, (job, delivery)):
+            self.fetchers.submit(self.run, host, job, delivery)
 
-    def _lease(self, count: int, exclude: list[int], attempts: int = 3) -> LeaseReply:
-        """Ask the master for proxies; a master restarting takes a moment, so ask a few times
-        (a requeued job would use up one of its deliveries)."""
-        request = LeaseRequest("lease", self.name, count, exclude).to_bytes()
-        for attempt in range(1, attempts + 1):
-            try:
-                body = self.rpc.call(amqp.CONTROL_QUEUE, request)
-                break
-            except amqp.RpcTimeout:
-                if attempt == attempts:
-                    raise
-        reply = LeaseReply.from_bytes(body)
-        self.log.info("proxies leased", granted=len(reply.proxies), pool_size=reply.pool_size)
-        return reply
-
-    def _poll_host_events(self) -> None:
+    def run(self, host: str, job: Job, delivery: Delivery) -> None:
+        """In a fetch thread: this job, then the jobs that waited for its host."""
         while True:
-            method, _, body = self.rpc.channel.basic_get(self.events_queue, auto_ack=True)
-            if method is None:
-                break
-            try:
-                event = HostDisabled.from_bytes(body)
-            except InvalidMessage:
-                continue
-            self.cooldowns.disable(event.host, event.until)
+            self._run_one(job, delivery)
+            following = self.hosts.done(host)
+            if following is None:
+                return
+            job, delivery = following
 
-    def _disable_host(self, host: str, reason: str) -> float:
-        until = time.time() + self.config.host_cooldown
-        self.cooldowns.disable(host, until)
-        amqp.publish(self.channel, "", HostDisabled(host, until, reason, self.name).to_bytes(), exchange=amqp.HOST_EVENTS)
-        self.pool.succeeded()  # this host's refusals say nothing about the exits for other hosts
-        self.log.warning("host disabled", host=host, until=_iso(until), reason=reason)
-        return until
-
-    def heartbeat(self, state: str = "alive") -> Heartbeat:
-        return Heartbeat(self.name, socket.gethostname(), os.getpid(), self.started_at, state, self.jobs_done,
-                         self.errors, self.current_job, self.pool.report())
-
-    # --- one job --------------------------------------------------------------------------------
-    def on_job(self, channel, method, job: Job) -> None:
-        """Handle one job: the job is acked only once its task is confirmed by the broker."""
+    def _run_one(self, job: Job, delivery: Delivery) -> None:
+        if delivery.generation != self.client.generation:
+            self._settled()  # the connection it came on is gone: the broker has requeued it
+            return
         self.current_job = job.base_url
         try:
-            self.pool.ensure()
-            self.cooldowns.update(self.pool.disabled_hosts)
-            self._poll_host_events()
             task = self.check(job)
-        except amqp.RpcTimeout as exc:
-            # Without an answer we cannot know whether fetching directly is allowed: retry later.
-            self.log.warning("controller unavailable, job requeued", reason=str(exc), watch_id=job.id)
-            channel.basic_nack(method.delivery_tag, requeue=True)
-            self.current_job = None
+        except UNAVAILABLE as exc:
+            # Without the controller we cannot know whether fetching directly is allowed: retry later.
+            self.log.warning("controller unavailable, job requeued", reason=str(exc)[:200], watch_id=job.id)
             time.sleep(1.0)
+            self.client.nack(delivery, requeue=True)
+            self._settled()
             return
-        amqp.publish(channel, amqp.TASK_QUEUE, task.to_bytes())
-        channel.basic_ack(method.delivery_tag)
-        self.jobs_done += 1
-        self.errors += task.status == "error"
-        self.current_job = None
-        self.log.info("checked", watch_id=job.id, url=job.base_url, status=task.status, error=task.error,
-                      links=len(task.context), elapsed_ms=task.elapsed_ms, redelivered=method.redelivered)
+        except Exception as exc:  # any surprise ends as this watch's status, never as a dead worker
+            self.log.error("check failed", exc_info=True, watch_id=job.id)
+            task = Task(job.base_url, job.id, [], status="error", error=f"{type(exc).__name__}: {exc}"[:300],
+                        fetched_at=time.time(), worker=self.name)
+        self.client.publish(amqp.TASK_QUEUE, task.to_bytes(), lambda ok: self._published(job, delivery, task, ok),
+                            delivery=delivery)
+
+    def _published(self, job: Job, delivery: Delivery, task: Task, ok: bool) -> None:
+        """In the I/O thread: the task is confirmed (ack the job) or not (the job comes back)."""
+        if ok:
+            self.client.ack(delivery)
+            self.log.info("checked", watch_id=job.id, url=job.base_url, status=task.status, error=task.error,
+                          links=len(task.context), elapsed_ms=task.elapsed_ms, redelivered=delivery.redelivered)
+        else:
+            self.client.nack(delivery, requeue=True)
+        with self.counters_lock:
+            self.jobs_done += ok
+            self.errors += ok and task.status == "error"
+        self._settled()
+
+    def _settled(self) -> None:
+        with self.counters_lock:
+            self.in_hand -= 1
+            self.settled.notify_all()
+
+    # --- one check through the exits ----------------------------------------------------------
+    def _session(self) -> requests.Session:
+        session = getattr(self.sessions, "session", None)
+        if session is None:
+            session = self.sessions.session = requests.Session()
+        return session
+
+    def on_host_event(self, body: bytes) -> None:
+        """In the I/O thread: another worker disabled a host."""
+        try:
+            event = HostDisabled.from_bytes(body)
+        except InvalidMessage:
+            return
+        self.cooldowns.disable(event.host, event.until)
 
     def check(self, job: Job) -> Task:
         """Fetch through the exits, rotating on refusals, and extract; or skip a host in cooldown."""
         host = urlsplit(job.base_url).hostname or ""
         fetched_at = time.time()
-        until = self.cooldowns.disabled_until(host)
-        if until is not None:
-            return self._skipped(job, until, fetched_at)
+        with self.exits_lock:
+            self.pool.ensure()
+            self.cooldowns.update(self.pool.disabled_hosts)
         last_error = "every exit was flagged as recently refused"
         while True:
-            exit = self.pool.pick()
-            if exit is None and self.pool.lease_more():
+            until = self.cooldowns.disabled_until(host)
+            if until is not None:
+                return self._skipped(job, until, fetched_at)
+            with self.exits_lock:
                 exit = self.pool.pick()
-            if exit is None:
-                return self._skipped(job, self._disable_host(host, f"every exit refused: {last_error}"), fetched_at)
+                if exit is None and self.pool.lease_more():
+                    exit = self.pool.pick()
+                if exit is None:
+                    until = self._disable_host(host, f"every exit refused: {last_error}")
+                    return self._skipped(job, until, fetched_at)
+                self.pool.used(exit)
             self.politeness.wait(exit, host)
-            self.pool.used(exit)
             try:
-                page = fetch(job.base_url, self.config, self.session, exit.url)
+                page = fetch(job.base_url, self.config, self._session(), exit.url, job.etag, job.last_modified)
             except FetchError as exc:
                 if not exc.refusal:
-                    self.pool.succeeded()  # the exit worked; the site answered with an error
+                    with self.exits_lock:
+                        self.pool.succeeded()  # the exit worked; the site answered with an error
                     return task_from_error(job, exc, fetched_at, self.name)
                 last_error = str(exc)
-                self.pool.refused(exit, last_error)
+                with self.exits_lock:
+                    self.pool.refused(exit, last_error)
                 self.log.info("exit refused, rotating", host=host, exit=exit.name, reason=last_error)
                 continue
-            self.pool.succeeded()
+            with self.exits_lock:
+                self.pool.succeeded()
             return task_from_page(job, page, self.config, fetched_at, self.name)
+
+    def _disable_host(self, host: str, reason: str) -> float:
+        """Put ``host`` in cooldown here and, through the controller, everywhere (exits lock held)."""
+        until = time.time() + self.config.host_cooldown
+        self.cooldowns.disable(host, until)
+        self.control.announce(HostDisabled(host, until, reason, self.name))
+        self.pool.succeeded()  # this host's refusals say nothing about the exits for other hosts
+        self.log.warning("host disabled", host=host, until=_iso(until), reason=reason)
+        return until
 
     def _skipped(self, job: Job, until: float, fetched_at: float) -> Task:
         return Task(job.base_url, job.id, [], status="skipped", error=f"host disabled until {_iso(until)}",
                     fetched_at=fetched_at, worker=self.name)
 
-    def release(self) -> None:
-        """Give the leased proxies back (on a clean stop)."""
-        if self.rpc is not None and self.pool.proxy_ids():
+    # --- heartbeats and the life cycle ---------------------------------------------------------
+    def heartbeat(self, state: str = "alive") -> Heartbeat:
+        with self.exits_lock:
+            proxies = self.pool.report()
+        with self.counters_lock:
+            done, errors, busy = self.jobs_done, self.errors, self.in_hand
+        return Heartbeat(self.name, socket.gethostname(), os.getpid(), self.started_at, state, done, errors,
+                         self.current_job if busy else None, proxies)
+
+    def send_heartbeats(self, stop: threading.Event) -> None:
+        """Every ``heartbeat_interval`` seconds, and once more (``stopped``) on the way out."""
+        while True:
+            stopping = stop.wait(self.config.heartbeat_interval)
             try:
-                self.rpc.call(amqp.CONTROL_QUEUE, LeaseRequest("release", self.name).to_bytes(), timeout=2.0)
-            except (amqp.RpcTimeout, *amqp.RECOVERABLE):
-                pass  # the controller takes them back when the heartbeats stop
+                self.control.beat(self.heartbeat("stopped" if stopping else "alive"))
+            except UNAVAILABLE:
+                pass  # the next beat tries again on a new connection
+            if stopping:
+                return
 
-
-def send_heartbeats(worker: Worker, stop: threading.Event) -> None:
-    """Publish a heartbeat every ``heartbeat_interval`` seconds on a connection of its own, so
-    a long fetch never silences it; a last one with state ``stopped`` on the way out."""
-    connection = None
-    while True:
-        stopping = stop.wait(worker.config.heartbeat_interval)
-        try:
-            if connection is None or not connection.is_open:
-                connection = amqp.connect(worker.config, worker.log, attempts=1)
-                channel = connection.channel()
-            channel.basic_publish("", amqp.HEARTBEAT_QUEUE, worker.heartbeat("stopped" if stopping else "alive").to_bytes())
-        except (amqp.BrokerUnavailable, *amqp.RECOVERABLE):
-            connection = None
-        if stopping:
-            break
-    if connection is not None and connection.is_open:
-        connection.close()
+    def serve(self, stop: threading.Event, drain_timeout: float = 50.0) -> None:
+        """Work until ``stop`` is set; then finish the jobs in hand (within ``drain_timeout``),
+        give the proxies back and close (unfinished jobs return to the queue)."""
+        self.log.info("starting", worker=self.name, concurrency=self.config.worker_concurrency)
+        self.client.start()
+        stop.wait()
+        self.client.cancel_consumer()
+        with self.settled:
+            self.settled.wait_for(lambda: self.in_hand <= 0, timeout=drain_timeout)
+        self.client.stop()
+        self.fetchers.shutdown(wait=False, cancel_futures=True)
+        with self.exits_lock:
+            leased = bool(self.pool.proxy_ids())
+        if leased:
+            self.control.release()
+        self.log.info("stopped", jobs_done=self.jobs_done)
 
 
 def main() -> None:
@@ -183,12 +234,11 @@ def main() -> None:
     name = os.environ.get("SUPERVISOR_PROCESS_NAME") or f"worker-{os.getpid()}"
     worker = Worker(config, f"{socket.gethostname()}/{name}")
     stop = amqp.stop_on_signals()
-    beats = threading.Thread(target=send_heartbeats, args=(worker, stop), daemon=True)
+    beats = threading.Thread(target=worker.send_heartbeats, args=(stop,), daemon=True)
     beats.start()
-    worker.log.info("starting", worker=worker.name, prefetch=config.worker_concurrency)
-    amqp.run_consumer(config, amqp.JOB_QUEUE, config.worker_concurrency, Job, worker.on_job, worker.log, stop,
-                      on_connect=worker.on_connect, on_stop=worker.release)
+    worker.serve(stop)
     beats.join(5)
+    worker.control.close()
 
 
 if __name__ == "__main__":
