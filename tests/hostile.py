@@ -21,6 +21,16 @@ def _trickle(handler: BaseHTTPRequestHandler) -> None:
         time.sleep(0.2)
 
 
+def _validated(handler: BaseHTTPRequestHandler) -> None:
+    """A page with validators that answers 304 to a request carrying them."""
+    etag, modified = '"v1"', "Sun, 22 Nov 2026 08:00:00 GMT"
+    if handler.headers.get("If-None-Match") == etag or handler.headers.get("If-Modified-Since") == modified:
+        handler.send_response(304)
+        handler.end_headers()
+        return
+    send(handler, b'<a href="/v">V</a>', headers={"ETag": etag, "Last-Modified": modified})
+
+
 @functools.cache
 def nested_page(depth: int = 100_000) -> bytes:
     return b"<html><body>" + b"<div>" * depth + b'<a href="/deep">deep</a>' + b"</div>" * depth
@@ -51,6 +61,7 @@ ROUTES = {
     "/nested": lambda h: send(h, nested_page()),
     "/many-links": lambda h: send(h, many_links_page()),
     "/trickle": _trickle,
+    "/validated": _validated,
 }
 
 

@@ -68,3 +68,24 @@ def test_a_failed_fetch_becomes_an_error_task(origin):
     task = check_page(Job(origin + "/missing", 7), CONFIG)
     assert (task.status, task.http_status, task.context, task.id) == ("error", 404, [], 7)
     assert task.error.startswith("HTTP 404")
+
+
+def test_a_conditional_request_answered_304_becomes_a_small_not_modified_task(origin):
+    first = check_page(Job(origin + "/validated", 5), CONFIG)
+    assert first.status == "ok" and [link["url"] for link in first.context] == [origin + "/v"]
+    assert (first.etag, first.last_modified) == ('"v1"', "Sun, 22 Nov 2026 08:00:00 GMT")
+
+    again = check_page(Job(origin + "/validated", 5, etag=first.etag, content_hash=first.content_hash), CONFIG)
+    assert (again.status, again.not_modified_by, again.http_status, again.context) == ("not_modified", "http", 304, [])
+    assert again.content_hash == first.content_hash, "the validators of the last parsed body carry over"
+    by_date = check_page(Job(origin + "/validated", 5, last_modified=first.last_modified), CONFIG)
+    assert (by_date.status, by_date.not_modified_by) == ("not_modified", "http")
+
+
+def test_an_unchanged_body_is_not_parsed_and_a_changed_one_is(origin):
+    first = check_page(Job(origin + "/ok", 6), CONFIG)
+    assert first.status == "ok" and first.etag is None and first.content_hash
+    same = check_page(Job(origin + "/ok", 6, content_hash=first.content_hash), CONFIG)
+    assert (same.status, same.not_modified_by, same.context) == ("not_modified", "hash", [])
+    changed = check_page(Job(origin + "/ok", 6, content_hash="0" * 32), CONFIG)
+    assert changed.status == "ok" and [link["url"] for link in changed.context] == [origin + "/x"]

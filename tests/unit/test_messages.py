@@ -25,7 +25,8 @@ def rejected(body: bytes, cls: type = Task) -> str:
 
 
 # --- round trips ---------------------------------------------------------------------------
-@pytest.mark.parametrize("job", [Job("https://news.example/", 3, 1700000000.5), Job("https://news.example/", 4)])
+@pytest.mark.parametrize("job", [Job("https://news.example/", 3, 1700000000.5), Job("https://news.example/", 4),
+                                 Job("https://news.example/", 5, 1.0, '"etag"', "Sun, 22 Nov 2026 08:00:00 GMT", "ab" * 16)])
 def test_job_round_trip(job: Job) -> None:
     assert Job.from_bytes(job.to_bytes()) == job
 
@@ -127,6 +128,15 @@ def test_bad_context_item(item: object) -> None:
 def test_unknown_status() -> None:
     assert rejected(task_body(status="pending")) == "unknown status 'pending'"
     assert rejected(task_body(status="")) == "unknown status ''"
+
+
+def test_not_modified_names_what_said_so_and_carries_the_validators() -> None:
+    task = Task("https://news.example/", 3, [], "not_modified", etag='"v2"', content_hash="c" * 32, not_modified_by="http")
+    assert Task.from_bytes(task.to_bytes()) == task
+    reason = "status 'not_modified' needs 'not_modified_by' ('http' or 'hash'), and only it"
+    assert rejected(task_body(status="not_modified", context=[])) == reason
+    assert rejected(task_body(status="not_modified", not_modified_by="guess")) == reason
+    assert rejected(task_body(status="ok", not_modified_by="hash")) == reason
 
 
 def test_error_status_is_accepted() -> None:
