@@ -12,7 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class LocalSite:
-    def __init__(self, port: int = 0) -> None:
+    """``address`` may be any loopback address (127.0.0.0/8): sites on different addresses
+    are different hosts to the fleet, which fetches one page per host at a time."""
+
+    def __init__(self, port: int = 0, address: str = "127.0.0.1") -> None:
         self.pages: dict[str, list[tuple[str, str]]] = {}
         self.lock = threading.Lock()
         self.requests = 0
@@ -45,14 +48,15 @@ class LocalSite:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server = ThreadingHTTPServer((address, port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._stop = threading.Event()
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        address, port = self.server.server_address[:2]
+        return f"http://{address}:{port}"
 
     def url(self, path: str = "/") -> str:
         return self.base + path

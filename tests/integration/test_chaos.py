@@ -12,6 +12,10 @@ import time
 from collections import Counter
 
 import plyvel
+import pytest
+
+from monitor import amqp
+from monitor.demo import LocalSite
 
 from tests.helpers import wait_for
 
@@ -111,3 +115,49 @@ def test_chaos_every_published_link_is_alerted_exactly_once(pipeline, rabbit, si
         index.close()
     stored = {link.url for w in watch_ids for link in pipeline.store.links(w)}
     assert indexed == stored
+
+
+@pytest.fixture
+def many_sites():
+    """One site per loopback address: the pages of different hosts are fetched in parallel."""
+    sites = [LocalSite(address=f"127.0.0.{n}").start() for n in range(2, 62)]
+    yield sites
+    for site in sites:
+        site.stop()
+
+
+def test_sigkill_of_a_worker_holding_dozens_of_unacked_jobs_loses_and_doubles_nothing(pipeline, many_sites):
+    """A worker keeps many jobs in flight; killed with all of them unacked, every one is
+    redelivered to another worker, and each new link is alerted exactly once."""
+    pipeline.configure(worker_concurrency=100, politeness_delay=0.0)
+    urls = [site.add_page("/", [("/old", "Old")]) for site in many_sites]
+    pipeline.processor()
+    doomed = pipeline.worker("doomed")
+    watch_ids = [pipeline.store.add_watch(url, 3600).id for url in urls]
+    for watch_id in watch_ids:
+        pipeline.publish_job(watch_id)
+    wait_for(lambda: all(pipeline.watch(w).last_status == "ok" for w in watch_ids), timeout=60, message="the baselines")
+
+    marks = {w: pipeline.checks_done(w) for w in watch_ids}
+    entered = [site.hold("/") for site in many_sites]
+    for site in many_sites:
+        site.publish("/", "/fresh", "Fresh story")
+    for watch_id in watch_ids:
+        pipeline.publish_job(watch_id)
+    wait_for(lambda: all(event.is_set() for event in entered), timeout=30,
+             message="the worker fetching every page at once")
+    doomed.kill(signal.SIGKILL)
+    for site in many_sites:
+        site.release("/")
+
+    rescuer = pipeline.worker("rescuer")
+    wait_for(lambda: all(pipeline.checks_done(w) > marks[w] for w in watch_ids), timeout=90,
+             message="every job redelivered and checked")
+    expected = {site.url("/fresh") for site in many_sites}
+    wait_for(lambda: set(_sink_alerts(pipeline)[0]) >= expected, timeout=30, message="every fresh link at the sink")
+    alerted, torn = _sink_alerts(pipeline)
+    assert sorted(alerted) == sorted(expected) and torn == 0, "each new link alerted exactly once, nothing else"
+    assert rescuer.log_text().count('"redelivered": true') == len(many_sites)
+    channel = pipeline.channel()
+    wait_for(lambda: channel.queue_declare(amqp.JOB_QUEUE, passive=True).method.message_count == 0, timeout=10,
+             message="an empty job queue")
