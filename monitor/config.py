@@ -38,7 +38,8 @@ class Config:
     workers: int = 2
     allow_private: bool = False
     default_interval: int = 300
-    # A job whose result has not arrived after this long is published again.
+    # A job whose result has not arrived after this long is published again, once no job
+    # waits in job_queue (while jobs wait, it may still be waiting its turn).
     job_timeout: int = 600
     fetch_connect_timeout: float = 10.0
     fetch_read_timeout: float = 20.0
