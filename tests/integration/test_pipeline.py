@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 
+from monitor import amqp
 from tests.helpers import wait_for
 
 INITIAL = [("/a", "First story"), ("/b", "Second story"), ("/c", "Third story")]
@@ -97,3 +99,28 @@ def test_processor_restarted_between_tasks_gives_no_duplicate_alerts(pipeline, s
     assert [(a["url"], a["text"]) for a in alerts] == [(site.url("/fresh"), "Fresh story")]
     assert len(pipeline.store.alerts()) == 1
 
+
+
+def test_a_backlog_never_doubles_a_job_and_a_lost_job_is_published_again(pipeline, site):
+    """With no worker, due watches wait in job_queue: past job_timeout they are not
+    published again (the queue holds one job per watch). A job that is really lost (here:
+    purged) is published again once it is overdue and nothing waits in the queue."""
+    pipeline.configure(job_timeout=2, politeness_delay=0.0)
+    watch_ids = [pipeline.store.add_watch(site.add_page(f"/w{n}/", INITIAL), 1).id for n in range(20)]
+    with pipeline.store.transaction() as conn:
+        conn.execute("UPDATE watches SET next_due = 0")
+    pipeline.scheduler()
+    channel = pipeline.channel()
+    ready = lambda: channel.queue_declare(amqp.JOB_QUEUE, passive=True).method.message_count  # noqa: E731
+    wait_for(lambda: ready() == 20, timeout=30, message="one job per due watch")
+    published_at = max(pipeline.watch(w).in_flight_since for w in watch_ids)
+    # Give the timeout every chance to fire: three times job_timeout, at four ticks a second.
+    wait_for(lambda: time.time() > published_at + 6, timeout=10, message="job_timeout to pass, three times")
+    assert ready() == 20, "a watch waiting in the queue is never published twice"
+
+    channel.queue_purge(amqp.JOB_QUEUE)
+    wait_for(lambda: ready() == 20, timeout=30, message="the lost jobs published again")
+    pipeline.processor()
+    pipeline.worker()
+    wait_for(lambda: all(pipeline.watch(w).last_status == "ok" for w in watch_ids), timeout=60, message="every check")
+    assert len(pipeline.store.links(watch_ids[0])) == len(INITIAL)
