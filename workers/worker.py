@@ -10,9 +10,8 @@ Concurrency: a page takes 0.2-1 s of network and server time and a few milliseco
 so each worker keeps ``worker_concurrency`` jobs in flight. The job stream runs on its own
 connection and I/O thread (:mod:`monitor.async_amqp`: prefetch window, windowed publisher
 confirms, acks sent by that thread, AMQP heartbeats never starved by a long job); fetching
-and parsing run in a pool of threads, never two at once for the same host
-(:mod:`workers.dispatch`). A job that waited in the queue longer than ``job_timeout`` is
-stale (the scheduler has published its watch again) and is dropped without fetching.
+and parsing run in a pool of threads, never two fetches at once for the same host
+(:mod:`workers.dispatch`), and no more parses at once than there are cores.
 """
 from __future__ import annotations
 
@@ -55,6 +54,9 @@ class Worker:
         self.fetchers = ThreadPoolExecutor(config.worker_concurrency, thread_name_prefix="fetch")
         self.hosts: HostQueues[tuple[Job, Delivery]] = HostQueues()
         self.sessions = threading.local()  # one requests.Session (connection pool) per fetch thread
+        # Parsing is CPU work under the GIL: more parses at once than cores gain nothing and
+        # would hold that many parse trees in memory at once.
+        self.parse_slots = threading.BoundedSemaphore(os.cpu_count() or 2)
         self.started_at = time.time()
         self.counters_lock = threading.Lock()
         self.in_hand = 0  # deliveries received and not yet acked, nacked or dropped
@@ -176,7 +178,8 @@ class Worker:
                 continue
             with self.exits_lock:
                 self.pool.succeeded()
-            return task_from_page(job, page, self.config, fetched_at, self.name)
+            with self.parse_slots:
+                return task_from_page(job, page, self.config, fetched_at, self.name)
 
     def _disable_host(self, host: str, reason: str) -> float:
         """Put ``host`` in cooldown here and, through the controller, everywhere (exits lock held)."""
