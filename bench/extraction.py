@@ -1,93 +1,74 @@
-"""Benchmark link extraction over the shared corpus of saved web pages.
+"""Benchmark link extraction over the shared corpus of saved web pages, per parse engine.
 
-Runs ``decode_html`` -> ``parse`` (html5lib) -> ``links_in`` (breadth-first walk) over every
-``*.html`` page of the corpus, ``--repeat`` times, and prints throughput and the split of the
-time between the three stages. Figures only: nothing is asserted.
+Runs ``decode_html`` then each engine (parse + breadth-first walk + URL resolution) over
+every ``*.html`` page of the corpus, ``--repeat`` times, and prints CPU throughput (MB/s
+of one core: ``time.process_time``), the decode/extract split and the ratio between the
+engines. Figures only: nothing is asserted.
 
-    .venv/bin/python bench/extraction.py [--repeat 3] [--corpus DIR] [--limit N]
+    .venv/bin/python bench/extraction.py [--repeat 3] [--corpus DIR] [--engines lexbor,html5lib]
 """
 from __future__ import annotations
 
 import argparse
-import re
+import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from monitor.extract import decode_html, links_in, parse  # noqa: E402
+from monitor.parsing import ENGINES, decode_html  # noqa: E402
+from tests.test_corpus import page_url  # noqa: E402
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 
 
-@dataclass
-class Totals:
-    pages: int = 0
-    bytes: int = 0
-    links: int = 0
-    stages: dict[str, float] = field(default_factory=lambda: {"decode": 0.0, "parse": 0.0, "walk": 0.0})
-
-    @property
-    def seconds(self) -> float:
-        return sum(self.stages.values())
-
-
-def page_url(path: Path) -> str:
-    """The URL the page is treated as fetched from (its host derived from the file name)."""
-    host = re.sub(r"[^a-z0-9.-]+", "-", path.stem.lower()).strip("-.")
-    return f"https://{host}/page"
-
-
-def extract_timed(body: bytes, url: str, limit: int | None, totals: Totals) -> None:
-    """Extract one page, adding each stage's time to ``totals``."""
-    clock = time.perf_counter
-    start = clock()
-    text = decode_html(body)
-    decoded = clock()
-    soup = parse(text)
-    parsed = clock()
-    found = links_in(soup, url, limit)
-    walked = clock()
-    totals.stages["decode"] += decoded - start
-    totals.stages["parse"] += parsed - decoded
-    totals.stages["walk"] += walked - parsed
-    totals.pages += 1
-    totals.bytes += len(body)
-    totals.links += len(found)
-
-
-def report(totals: Totals, repeat: int, page_count: int) -> None:
-    seconds = totals.seconds
-    megabytes = totals.bytes / 1e6
-    print(f"pages     {page_count} x {repeat} runs = {totals.pages}")
-    print(f"input     {megabytes:.1f} MB")
-    print(f"time      {seconds:.2f} s")
-    print(f"speed     {megabytes / seconds:.2f} MB/s   {totals.pages / seconds:.1f} pages/s   {totals.links / seconds:,.0f} links/s")
-    print(f"links     {totals.links / totals.pages:.1f} per page")
-    for stage, spent in totals.stages.items():
-        print(f"  {stage:<7} {spent:7.2f} s  {100 * spent / seconds:5.1f} %  {1000 * spent / totals.pages:7.2f} ms/page")
+def one_pass(engine: str, pages: list[tuple[Path, bytes]]) -> tuple[float, float, int]:
+    """CPU seconds spent decoding and extracting, and the links found, over all pages."""
+    clock = time.process_time
+    decoding = extracting = 0.0
+    links = 0
+    for path, body in pages:
+        start = clock()
+        html = decode_html(body)
+        decoded = clock()
+        links += len(ENGINES[engine](html, page_url(path), None))
+        extracting += clock() - decoded
+        decoding += decoded - start
+    return decoding, extracting, links
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", "-n", type=int, default=3, help="passes over the corpus (default 3)")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help=f"directory of *.html pages (default {DEFAULT_CORPUS})")
-    parser.add_argument("--limit", type=int, default=None, help="max links per page, as max_links_per_page (default none)")
+    parser.add_argument("--engines", default="lexbor,html5lib", help="comma-separated engines to measure")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    engines = args.engines.split(",")
+    unknown = set(engines) - set(ENGINES)
+    if unknown:
+        parser.error(f"unknown engine(s): {', '.join(sorted(unknown))} (known: {', '.join(ENGINES)})")
 
     pages = [(path, path.read_bytes()) for path in sorted(args.corpus.glob("*.html"))]
     if not pages:
         print(f"no *.html pages in {args.corpus}", file=sys.stderr)
         return 1
-    totals = Totals()
-    for _ in range(args.repeat):
-        for path, body in pages:
-            extract_timed(body, page_url(path), args.limit, totals)
-    report(totals, args.repeat, len(pages))
+    megabytes = sum(len(body) for _, body in pages) / 1e6
+    print(f"corpus: {len(pages)} pages, {megabytes:.1f} MB; median of {args.repeat} passes, CPU time of one core")
+    speeds = {}
+    for engine in engines:
+        passes = [one_pass(engine, pages) for _ in range(args.repeat)]
+        decoding, extracting, links = min(passes, key=lambda run: abs(sum(run[:2]) - statistics.median(
+            sum(other[:2]) for other in passes)))
+        speeds[engine] = megabytes / (decoding + extracting)
+        print(f"{engine:<9} {speeds[engine]:7.1f} MB/s  {len(pages) / (decoding + extracting):7.1f} pages/s  "
+              f"{links / (decoding + extracting):9,.0f} links/s  (decode {1000 * decoding / len(pages):.2f} ms/page, "
+              f"parse+walk {1000 * extracting / len(pages):.2f} ms/page, {links} links)")
+    if len(speeds) == 2:
+        fast, slow = sorted(speeds, key=speeds.get, reverse=True)
+        print(f"{fast} is {speeds[fast] / speeds[slow]:.1f}x {slow}")
     return 0
 
 

@@ -26,7 +26,7 @@ from typing import Iterator
 import requests
 
 from monitor.config import Config
-from monitor.extract import extract_links
+from monitor.parsing import extract_links
 from monitor.fetch import FetchError, Page, fetch
 from monitor.messages import Job, Task
 

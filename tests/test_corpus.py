@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from monitor.extract import Link, extract_links
+from monitor.parsing import Link, extract_links
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 PAGES = sorted(CORPUS.glob("*.html"))

@@ -1,7 +1,7 @@
-"""Link extraction as a browser sees the page (``monitor.extract``).
+"""Link extraction as a browser sees the page (``monitor.parsing``).
 
 Every case goes through ``extract_links(body_bytes, page_url, http_charset)``: decoding,
-HTML5 parsing (html5lib) and the breadth-first link walk together.
+HTML5 parsing and the breadth-first link walk together, once with each parse engine.
 """
 from __future__ import annotations
 
@@ -9,16 +9,24 @@ import codecs
 
 import pytest
 
-from monitor.extract import decode_html, extract_links
+from monitor.parsing import ENGINES, decode_html, extract_links
 
 PAGE = "https://example.com/dir/page.html"
+engine = "lexbor"
+
+
+@pytest.fixture(autouse=True, params=sorted(ENGINES))
+def each_engine(request: pytest.FixtureRequest) -> None:
+    """Run every test of this module with each parse engine."""
+    global engine
+    engine = request.param
 
 
 def links(html: str | bytes, page_url: str = PAGE, http_charset: str | None = None,
           limit: int | None = None) -> list[tuple[str, str]]:
     """``(url, text)`` pairs extracted from ``html`` (str bodies are sent as UTF-8)."""
     body = html.encode("utf-8") if isinstance(html, str) else html
-    return [(link.url, link.text) for link in extract_links(body, page_url, http_charset, limit=limit)]
+    return [(link.url, link.text) for link in extract_links(body, page_url, http_charset, limit=limit, engine=engine)]
 
 
 def urls(html: str | bytes, page_url: str = PAGE) -> list[str]:
@@ -108,6 +116,26 @@ def test_legacy_entity_before_equals_sign_is_not_decoded_in_href() -> None:
 def test_text_whitespace_is_normalised() -> None:
     html = "<a href=/w>\n   Breaking:\t<b>big</b>   news<br>today&nbsp; </a>"
     assert links(html) == [("https://example.com/w", "Breaking: big news today")]
+
+
+def test_text_is_what_a_browser_shows_never_script_style_or_template() -> None:
+    html = ("<a href=/logo><svg><style>.c{fill:red}</style><title>Logo</title></svg>Home"
+            "<script>track()</script><template>tpl</template><!-- note --></a>")
+    assert links(html) == [("https://example.com/logo", "Logo Home")]
+
+
+def test_mathml_anchor_is_not_a_link_but_html_inside_mathml_text_is() -> None:
+    html = "<math><a href=/math>m</a><mtext><a href=/text>t</a></mtext></math><a href=/html>h</a>"
+    assert urls(html) == ["https://example.com/html", "https://example.com/text"]
+
+
+def test_svg_anchor_with_href_or_xlink_href_is_a_link() -> None:
+    html = "<svg><a href=/svg>s</a><a xlink:href=/xlink>x</a></svg><a xlink:href=/html-xlink>no</a>"
+    assert urls(html) == ["https://example.com/svg", "https://example.com/xlink"]
+
+
+def test_valueless_href_is_not_a_link() -> None:
+    assert urls("<a href>self</a><a href=/kept>kept</a>") == ["https://example.com/kept"]
 
 
 def test_image_only_link_has_empty_text() -> None:
