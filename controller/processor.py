@@ -1,19 +1,23 @@
 """The processor: consume ``task_queue``, find the links never seen for each watch, record
 them and raise alerts.
 
-Per task, exactly once in effect:
+Tasks are taken in groups (up to ``processor_batch``, or whatever arrived within
+``GROUP_WAIT`` seconds), and per group, exactly once in effect:
 
-1. normalise each link URL and look its 6-character code up in LevelDB;
-2. write the new index entries, the baseline marker and an outbox record of the task's
+1. normalise each link URL and look its 6-character code up in LevelDB (and in the
+   group's own pending entries, so a task delivered twice in one group alerts nothing twice);
+2. write the new index entries, the baseline markers and ONE outbox record of the group's
    effects in one synced LevelDB batch;
-3. apply the outbox record: SQLite (links, alerts, watch status) in one transaction,
-   then every alert sink; then delete the record;
-4. ack the task.
+3. apply the outbox record: SQLite (links, alerts, watch statuses and validators, check
+   counts) in one transaction, then every alert sink; then delete the record;
+4. ack the whole group with one ``multiple`` ack.
 
-A crash anywhere leaves either an unacked task (redelivered; its links are now known, so
+A crash anywhere leaves either unacked tasks (redelivered; their links are now known, so
 nothing doubles) or an outbox record (applied again at start; SQLite inserts are
-idempotent and sinks skip alert ids they already have).
-The first successful check of a watch is its baseline: links recorded, no alerts.
+idempotent and sinks skip alert ids they already have). A group that fails is retried
+task by task, so one task that can never succeed does not hold its group-mates back.
+The first successful check of a watch is its baseline: links recorded, no alerts. A
+``not_modified`` task (304, or the same body as last time) touches no link.
 """
 from __future__ import annotations
 
@@ -23,18 +27,24 @@ from monitor import amqp
 from monitor import config as configuration
 from monitor.linkindex import LinkIndex
 from monitor.log import get_logger
-from monitor.messages import Alert, Task
+from monitor.messages import Alert, InvalidMessage, Task
 from monitor.sinks import Sink, build_sinks
-from monitor.store import CheckResult, LinkRecord, NotFound, Store, open_store
+from monitor.store import CheckResult, LinkRecord, Store, Validators, open_store
 from monitor.urls import BadURL, normalize
+
+GROUP_WAIT = 0.05  # seconds a group waits for more tasks once the queue goes quiet
 
 
 def _status(task: Task) -> str:
     """The one line ``watch list`` shows: ``ok``, ``ok (<warning>)``, ``error: <reason>`` or
     ``skipped: <reason>``."""
-    if task.status == "ok":
+    if task.status in ("ok", "not_modified"):
         return f"ok ({task.error})" if task.error else "ok"
     return f"{task.status}: {task.error or 'no reason given'}"
+
+
+def _outcome(task: Task) -> str:
+    return f"not_modified_{task.not_modified_by}" if task.status == "not_modified" else task.status
 
 
 class Processor:
@@ -43,27 +53,44 @@ class Processor:
         self.index = index
         self.sinks = sinks
         self.log = get_logger("processor")
-        self.outbox_dirty = True  # drain before the first task: a crash may have left records
+        self.outbox_dirty = True  # drain before the first group: a crash may have left records
 
     def handle(self, task: Task) -> int:
-        """Make the task's effects durable; return the number of alerts raised."""
-        try:
-            self.store.get_watch(task.id)
-        except NotFound:
-            self.log.info("task for a removed watch dropped", watch_id=task.id, url=task.base_url)
+        """Make one task's effects durable; return the number of alerts raised."""
+        return self.handle_group([task])
+
+    def handle_group(self, tasks: list[Task]) -> int:
+        """Make a group of tasks' effects durable together; return the number of alerts raised."""
+        watched = self.store.existing_watch_ids({task.id for task in tasks})
+        pending: dict[bytes, list] = {}  # index entries of this group, read or written
+        entries: dict[bytes, list] = {}  # those to write
+        baselines: set[int] = set()
+        checks = []
+        checked_at = time.time()
+        for task in tasks:
+            if task.id not in watched:
+                self.log.info("task for a removed watch dropped", watch_id=task.id, url=task.base_url)
+                continue
+            new, baseline = [], False
+            if task.status == "ok":
+                baseline = task.id not in baselines and not self.index.is_baselined(task.id)
+                if baseline:
+                    baselines.add(task.id)
+                new, written = self.index.new_links(task.id, self._normalised_links(task), pending)
+                entries.update(written)
+            validators = None if task.status in ("error", "skipped") else \
+                [task.etag, task.last_modified, task.content_hash]
+            checks.append({
+                "watch_id": task.id, "base_url": task.base_url, "checked_at": checked_at,
+                "status": _status(task), "outcome": _outcome(task), "validators": validators,
+                "http_status": task.http_status, "elapsed_ms": task.elapsed_ms,
+                "links": [{"url": link.url, "text": link.text, "code": link.code,
+                           "alert_id": None if baseline else link.alert_id} for link in new],
+            })
+        if not checks:
             return 0
-        new, entries, baseline = [], {}, False
-        if task.status == "ok":
-            baseline = not self.index.is_baselined(task.id)
-            new, entries = self.index.new_links(task.id, self._normalised_links(task))
-        record = {
-            "watch_id": task.id, "base_url": task.base_url, "checked_at": time.time(),
-            "status": _status(task), "http_status": task.http_status, "elapsed_ms": task.elapsed_ms,
-            "links": [{"url": link.url, "text": link.text, "code": link.code,
-                       "alert_id": None if baseline else link.alert_id} for link in new],
-        }
-        key = self.index.commit(task.id, entries, record, baseline=baseline)
-        return self.apply(key, record, recovering=False)
+        key = self.index.commit(entries, baselines, {"checks": checks})
+        return self.apply(key, {"checks": checks}, recovering=False)
 
     @staticmethod
     def _normalised_links(task: Task) -> list[tuple[str, str]]:
@@ -77,15 +104,21 @@ class Processor:
 
     def apply(self, key: bytes, record: dict, recovering: bool) -> int:
         """Apply one outbox record to SQLite and the sinks, then drop it from the outbox."""
-        checked_at = record["checked_at"]
-        links = [LinkRecord(link["url"], link["text"], link["code"], checked_at) for link in record["links"]]
-        self.store.record_result(CheckResult(
-            watch_id=record["watch_id"], checked_at=checked_at, status=record["status"],
-            http_status=record["http_status"], elapsed_ms=record["elapsed_ms"], links=links,
-            alert_ids={link["url"]: link["alert_id"] for link in record["links"] if link["alert_id"]},
-        ))
-        alerts = [Alert(link["alert_id"], record["watch_id"], record["base_url"], link["url"], link["text"], checked_at)
-                  for link in record["links"] if link["alert_id"]]
+        checks = record["checks"] if "checks" in record else [record]  # one task per record before groups
+        results, alerts = [], []
+        for check in checks:
+            checked_at = check["checked_at"]
+            validators = check.get("validators")
+            results.append(CheckResult(
+                watch_id=check["watch_id"], checked_at=checked_at, status=check["status"],
+                http_status=check["http_status"], elapsed_ms=check["elapsed_ms"],
+                links=[LinkRecord(link["url"], link["text"], link["code"], checked_at) for link in check["links"]],
+                alert_ids={link["url"]: link["alert_id"] for link in check["links"] if link["alert_id"]},
+                outcome=check.get("outcome", "ok"), validators=None if validators is None else Validators(*validators),
+            ))
+            alerts.extend(Alert(link["alert_id"], check["watch_id"], check["base_url"], link["url"], link["text"],
+                                checked_at) for link in check["links"] if link["alert_id"])
+        self.store.record_results(results)
         for sink in self.sinks:
             pending = alerts
             if recovering and alerts:
@@ -96,33 +129,94 @@ class Processor:
         return len(alerts)
 
     def drain_outbox(self) -> int:
-        """Apply every outbox record a crash left behind; return how many there were."""
-        count = 0
+        """Apply every outbox record a crash or a failure left behind; return how many were
+        applied. A group record that fails is split into one record per check, so one check
+        that cannot be applied leaves only itself behind (and the records after it go on)."""
+        applied = failed = 0
         for key, record in self.index.outbox():
-            self.apply(key, record, recovering=True)
-            count += 1
-        self.outbox_dirty = False
-        if count:
-            self.log.info("outbox drained after restart", records=count)
-        return count
+            try:
+                self.apply(key, record, recovering=True)
+                applied += 1
+                continue
+            except Exception:
+                checks = record.get("checks", [])
+                if len(checks) < 2:
+                    self.log.error("outbox record failed, left for a later attempt", exc_info=True)
+                    failed += 1
+                    continue
+            for part_key, part in self.index.split(key, [{"checks": [check]} for check in checks]):
+                try:
+                    self.apply(part_key, part, recovering=True)
+                    applied += 1
+                except Exception:
+                    self.log.error("outbox record failed, left for a later attempt", exc_info=True,
+                                   watch_id=part["checks"][0]["watch_id"])
+                    failed += 1
+        self.outbox_dirty = failed > 0
+        if applied:
+            self.log.info("outbox drained", records=applied, left=failed)
+        return applied
 
-    def on_task(self, channel, method, task: Task) -> None:
-        """Handle one task: acked once its effects are durable, requeued if they could not be made so."""
+    def on_group(self, channel, group: list[tuple[int, Task]]) -> None:
+        """Handle a group of deliveries: one ``multiple`` ack once their effects are durable.
+        If the group fails, each task is tried alone: acked, or requeued if it fails again
+        (the queue's delivery limit dead-letters a task that can never succeed)."""
         try:
             if self.outbox_dirty:
                 self.drain_outbox()
-            alerts = self.handle(task)
+            alerts = self.handle_group([task for _, task in group])
         except Exception:
-            # SQLite busy past its timeout, a full disk, a sink that cannot write: retry later;
-            # the queue's delivery limit dead-letters a task that can never succeed.
+            self.log.error("group failed, retrying task by task", exc_info=True, tasks=len(group))
+            self.outbox_dirty = True
+            for tag, task in group:
+                self._one_by_one(channel, tag, task)
+            return
+        channel.basic_ack(group[-1][0], multiple=True)
+        self.log.info("processed", tasks=len(group), links=sum(len(task.context) for _, task in group), alerts=alerts)
+
+    def _one_by_one(self, channel, tag: int, task: Task) -> None:
+        try:
+            if self.outbox_dirty:
+                self.drain_outbox()
+            self.handle(task)
+        except Exception:
+            # SQLite busy past its timeout, a full disk, a sink that cannot write: retry later.
             self.log.error("task failed, requeued", exc_info=True, watch_id=task.id)
             self.outbox_dirty = True
-            channel.basic_nack(method.delivery_tag, requeue=True)
+            channel.basic_nack(tag, requeue=True)
             time.sleep(1.0)
             return
-        channel.basic_ack(method.delivery_tag)
-        self.log.info("processed", watch_id=task.id, status=task.status, links=len(task.context),
-                      alerts=alerts, redelivered=method.redelivered)
+        channel.basic_ack(tag)
+
+
+def consume_groups(config: configuration.Config, processor: Processor, stop) -> None:
+    """Consume ``task_queue`` in groups until ``stop`` is set, reconnecting as needed. A
+    message that fails validation is rejected to ``dead_letter`` on its own (a later
+    ``multiple`` ack never covers it: it is no longer outstanding)."""
+    log = processor.log
+
+    def session(connection) -> None:
+        channel = amqp.open_channel(connection, config, config.processor_prefetch)
+        log.info("consuming", queue=amqp.TASK_QUEUE, prefetch=config.processor_prefetch, batch=config.processor_batch)
+        group: list[tuple[int, Task]] = []
+        started = 0.0
+        for method, _properties, body in channel.consume(amqp.TASK_QUEUE, inactivity_timeout=GROUP_WAIT):
+            if method is not None:
+                try:
+                    group.append((method.delivery_tag, Task.from_bytes(body)))
+                    started = started or time.monotonic()
+                except InvalidMessage as exc:
+                    log.warning("message rejected to dead_letter", queue=amqp.TASK_QUEUE, reason=str(exc))
+                    channel.basic_reject(method.delivery_tag, requeue=False)
+            full = len(group) >= config.processor_batch
+            if group and (method is None or full or time.monotonic() - started > 4 * GROUP_WAIT):
+                processor.on_group(channel, group)
+                group, started = [], 0.0
+            if stop.is_set() and not group:
+                break
+        channel.cancel()
+
+    amqp.reconnecting(config, log, stop, session)
 
 
 def main() -> None:
@@ -133,7 +227,7 @@ def main() -> None:
     processor = Processor(store, index, build_sinks(config))
     try:
         processor.drain_outbox()  # before consuming: alerts a crash left half-delivered go out first
-        amqp.run_consumer(config, amqp.TASK_QUEUE, config.processor_prefetch, Task, processor.on_task, processor.log, stop)
+        consume_groups(config, processor, stop)
     finally:
         index.close()
         store.close()

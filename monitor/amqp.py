@@ -25,7 +25,6 @@ import pika.exceptions
 
 from monitor.config import Config
 from monitor.log import EventLogger
-from monitor.messages import InvalidMessage
 from monitor.urls import redact, scrub_credentials
 
 JOB_QUEUE = "job_queue"
@@ -209,39 +208,3 @@ def reconnecting(config: Config, log: EventLogger, stop: threading.Event,
                 except RECOVERABLE:
                     pass
     log.info("stopped")
-
-
-def run_consumer(config: Config, queue: str, prefetch: int, schema, handle: Callable[[object, object, object], None],
-                 log: EventLogger, stop: threading.Event, on_connect: Callable[[object, object], None] | None = None,
-                 on_stop: Callable[[], None] | None = None) -> None:
-    """Consume ``queue`` until ``stop`` is set, reconnecting whenever the broker goes away.
-
-    Each body is decoded with ``schema.from_bytes``; one that fails validation is rejected to
-    ``dead_letter`` with a logged reason. ``handle(channel, method, message)`` must ack (or
-    nack) the message itself, after its output is confirmed or committed. Messages unacked
-    when the connection is lost or the loop stops are requeued by the broker.
-    ``on_connect(connection, channel)`` runs after every (re)connect; ``on_stop()`` once, when
-    ``stop`` is set, while the connection is still open.
-    """
-    def session(connection: pika.BlockingConnection) -> None:
-        channel = open_channel(connection, config, prefetch)
-        if on_connect is not None:
-            on_connect(connection, channel)
-        log.info("consuming", queue=queue, prefetch=prefetch)
-        for method, _properties, body in channel.consume(queue, inactivity_timeout=1.0):
-            if stop.is_set():
-                break
-            if method is None:
-                continue
-            try:
-                message = schema.from_bytes(body)
-            except InvalidMessage as exc:
-                log.warning("message rejected to dead_letter", queue=queue, reason=str(exc))
-                channel.basic_reject(method.delivery_tag, requeue=False)
-                continue
-            handle(channel, method, message)
-        channel.cancel()
-        if on_stop is not None:
-            on_stop()
-
-    reconnecting(config, log, stop, session)

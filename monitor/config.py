@@ -53,7 +53,8 @@ class Config:
     # Jobs each worker process has in flight at once (fetching, parsing or awaiting the
     # broker's confirm); jobs for one host are still fetched one at a time.
     worker_concurrency: int = 100
-    processor_prefetch: int = 50
+    processor_prefetch: int = 1000
+    processor_batch: int = 200  # tasks committed together (one LevelDB batch, one SQLite transaction)
     delivery_limit: int = 5
     # The worker fleet (VPN patent): leases, cooldown, heartbeats, politeness.
     proxies_per_worker: int = 2
@@ -184,6 +185,7 @@ def load(environ: dict[str, str] | None = None) -> Config:
     config = Config(**values)
     if config.parser not in PARSERS:
         raise ConfigError(f"parser: {config.parser!r} is not one of {', '.join(PARSERS)}")
-    if config.worker_concurrency < 1:
-        raise ConfigError("worker_concurrency: must be at least 1")
+    for name in ("worker_concurrency", "processor_prefetch", "processor_batch"):
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name}: must be at least 1")
     return dataclasses.replace(config, home=config.home.absolute())

@@ -5,11 +5,11 @@ Keys:
 * ``L<watch id>:<code>``  -> JSON list of ``[url, first_seen]``: every URL with that 6-character
   code; a second URL under the same code is a collision and is still a new link.
 * ``B<watch id>``         -> baseline marker: the watch's first successful check is done.
-* ``O<sequence>``         -> outbox: the effects of one task (links, alerts, watch status)
-  waiting to be applied to SQLite and the sinks.
+* ``O<sequence>``         -> outbox: the effects of one group of tasks (links, alerts, watch
+  statuses) waiting to be applied to SQLite and the sinks.
 
-The link keys, the baseline marker and the outbox entry of a task are written in one
-synced batch, so after a crash the index and the outbox always agree: whatever the
+The link keys, the baseline markers and the outbox entry of a group of tasks are written
+in one synced batch, so after a crash the index and the outbox always agree: whatever the
 index knows is either applied or still waiting in the outbox.
 """
 from __future__ import annotations
@@ -52,10 +52,14 @@ class LinkIndex:
     def is_baselined(self, watch_id: int) -> bool:
         return self.db.get(b"B%d" % watch_id) is not None
 
-    def new_links(self, watch_id: int, links: list[tuple[str, str]]) -> tuple[list[NewLink], dict[bytes, list]]:
+    def new_links(self, watch_id: int, links: list[tuple[str, str]],
+                  pending: dict[bytes, list] | None = None) -> tuple[list[NewLink], dict[bytes, list]]:
         """The links (``(normalised url, text)``) never seen for this watch, and the index
-        entries to write for them. Nothing is written here: see :meth:`commit`."""
-        pending: dict[bytes, list] = {}
+        entries to write for them. Nothing is written here: see :meth:`commit`.
+
+        ``pending`` holds the entries of earlier tasks of the same group, not written yet:
+        a link one of them found is not new again (it is updated in place)."""
+        pending = {} if pending is None else pending
         modified: set[bytes] = set()
         found: list[NewLink] = []
         now = time.time()
@@ -73,19 +77,31 @@ class LinkIndex:
             modified.add(key)
         return found, {key: pending[key] for key in modified}
 
-    def commit(self, watch_id: int, entries: dict[bytes, list], outbox_record: dict, baseline: bool) -> bytes:
-        """Write index entries, the baseline marker and the outbox record in one synced batch;
+    def commit(self, entries: dict[bytes, list], baselines: set[int], outbox_record: dict) -> bytes:
+        """Write index entries, the baseline markers and the outbox record in one synced batch;
         return the outbox key."""
-        # Strictly increasing even if the wall clock steps back: records drain in commit order.
-        self._last_outbox = max(time.time_ns(), self._last_outbox + 1)
-        key = b"O%020d" % self._last_outbox
+        key = self._next_key()
         with self.db.write_batch(sync=True) as batch:
             for link_key, value in entries.items():
                 batch.put(link_key, json.dumps(value, separators=(",", ":")).encode("utf-8"))
-            if baseline:
+            for watch_id in baselines:
                 batch.put(b"B%d" % watch_id, b"1")
             batch.put(key, json.dumps(outbox_record, separators=(",", ":")).encode("utf-8"))
         return key
+
+    def _next_key(self) -> bytes:
+        # Strictly increasing even if the wall clock steps back: records drain in commit order.
+        self._last_outbox = max(time.time_ns(), self._last_outbox + 1)
+        return b"O%020d" % self._last_outbox
+
+    def split(self, key: bytes, records: list[dict]) -> list[tuple[bytes, dict]]:
+        """Replace an outbox record by several (in one synced batch); return them with their keys."""
+        parts = [(self._next_key(), record) for record in records]
+        with self.db.write_batch(sync=True) as batch:
+            for part_key, record in parts:
+                batch.put(part_key, json.dumps(record, separators=(",", ":")).encode("utf-8"))
+            batch.delete(key)
+        return parts
 
     def outbox(self) -> Iterator[tuple[bytes, dict]]:
         """Outbox records not yet applied, oldest first."""

@@ -83,8 +83,20 @@ class LinkRecord:
 
 
 @dataclass(frozen=True)
+class Validators:
+    """What the next job of a watch carries: the conditional GET headers and the body hash."""
+    etag: str | None
+    last_modified: str | None
+    content_hash: str | None
+
+
+# How a check ended, as counted per minute in check_counts.
+OUTCOMES = ("ok", "not_modified_http", "not_modified_hash", "error", "skipped")
+
+
+@dataclass(frozen=True)
 class CheckResult:
-    """The effects of one processed task, applied by :meth:`Store.record_result` in one transaction."""
+    """The effects of one processed task, applied by :meth:`Store.record_results`."""
     watch_id: int
     checked_at: float
     status: str
@@ -92,6 +104,8 @@ class CheckResult:
     elapsed_ms: int | None
     links: list[LinkRecord]
     alert_ids: dict[str, str]  # url -> alert id, for the links that raise an alert
+    outcome: str = "ok"  # one of OUTCOMES
+    validators: Validators | None = None  # None: keep the watch's (a failed check says nothing)
 
 
 def phase(watch_id: int, interval_s: int) -> int:
@@ -209,6 +223,12 @@ class Store:
             conn.execute("UPDATE watches SET next_due = ? WHERE id = ?", (first_due(watch_id, interval_s, now), watch_id))
         return self.get_watch(watch_id)
 
+    def existing_watch_ids(self, watch_ids: set[int]) -> set[int]:
+        """Those of ``watch_ids`` still on the watch list."""
+        ids = list(watch_ids)
+        rows = self.conn.execute(f"SELECT id FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
+        return {row[0] for row in rows}
+
     def get_watch(self, watch_id: int) -> Watch:
         row = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE id = ?", (watch_id,)).fetchone()
         if row is None:
@@ -276,29 +296,44 @@ class Store:
                              [(i, since) for i in watch_ids])
 
     # --- results --------------------------------------------------------------------
-    def record_result(self, result: CheckResult) -> None:
-        """Apply a check's effects atomically. Idempotent: replaying the same result changes nothing."""
+    def record_results(self, results: list[CheckResult]) -> None:
+        """Apply the effects of a group of checks in one transaction. Idempotent: replaying
+        the same results changes nothing but the per-minute counts."""
+        counts: dict[tuple[int, str], int] = {}
         with self.transaction() as conn:
-            row = conn.execute("SELECT interval_s FROM watches WHERE id = ?", (result.watch_id,)).fetchone()
-            if row is None:
-                return  # the watch was removed while its job was in flight
-            for link in result.links:
-                conn.execute("INSERT OR IGNORE INTO links (watch_id, url, text, code, first_seen) VALUES (?, ?, ?, ?, ?)",
-                             (result.watch_id, link.url, link.text, link.code, link.first_seen))
-                alert_id = result.alert_ids.get(link.url)
-                if alert_id is not None:
-                    conn.execute("INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
-                                 (alert_id, result.watch_id, link.url, link.text, link.first_seen))
-            failed = result.status.startswith("error")
-            conn.execute("""
-                UPDATE watches SET last_check = :checked, last_status = :status, last_http_status = :http,
-                       last_elapsed_ms = :elapsed, in_flight_since = NULL, next_due = :due,
-                       consecutive_failures = CASE WHEN :failed THEN consecutive_failures + 1 ELSE 0 END,
-                       cost_ms = CASE WHEN :elapsed IS NULL THEN cost_ms WHEN cost_ms IS NULL THEN :elapsed
-                                      ELSE 0.7 * cost_ms + 0.3 * :elapsed END
-                WHERE id = :id""", {"checked": result.checked_at, "status": result.status, "http": result.http_status,
-                                    "elapsed": result.elapsed_ms, "failed": failed, "id": result.watch_id,
-                                    "due": next_slot(result.watch_id, row[0], result.checked_at)})
+            for result in results:
+                if self._record(conn, result):
+                    key = (int(result.checked_at // 60), result.outcome)
+                    counts[key] = counts.get(key, 0) + 1
+            conn.executemany("INSERT INTO check_counts (minute, outcome, count) VALUES (?, ?, ?) "
+                             "ON CONFLICT (minute, outcome) DO UPDATE SET count = count + excluded.count",
+                             [(minute, outcome, count) for (minute, outcome), count in counts.items()])
+
+    @staticmethod
+    def _record(conn: sqlite3.Connection, result: CheckResult) -> bool:
+        """One check's effects; False when its watch was removed while the job was in flight."""
+        row = conn.execute("SELECT interval_s FROM watches WHERE id = ?", (result.watch_id,)).fetchone()
+        if row is None:
+            return False
+        conn.executemany("INSERT OR IGNORE INTO links (watch_id, url, text, code, first_seen) VALUES (?, ?, ?, ?, ?)",
+                         [(result.watch_id, link.url, link.text, link.code, link.first_seen) for link in result.links])
+        conn.executemany("INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
+                         [(result.alert_ids[link.url], result.watch_id, link.url, link.text, link.first_seen)
+                          for link in result.links if link.url in result.alert_ids])
+        conn.execute("""
+            UPDATE watches SET last_check = :checked, last_status = :status, last_http_status = :http,
+                   last_elapsed_ms = :elapsed, in_flight_since = NULL, next_due = :due,
+                   consecutive_failures = CASE WHEN :failed THEN consecutive_failures + 1 ELSE 0 END,
+                   cost_ms = CASE WHEN :elapsed IS NULL THEN cost_ms WHEN cost_ms IS NULL THEN :elapsed
+                                  ELSE 0.7 * cost_ms + 0.3 * :elapsed END
+            WHERE id = :id""", {"checked": result.checked_at, "status": result.status, "http": result.http_status,
+                                "elapsed": result.elapsed_ms, "failed": result.status.startswith("error"),
+                                "id": result.watch_id, "due": next_slot(result.watch_id, row[0], result.checked_at)})
+        if result.validators is not None:
+            conn.execute("UPDATE watches SET etag = ?, last_modified = ?, content_hash = ? WHERE id = ?",
+                         (result.validators.etag, result.validators.last_modified, result.validators.content_hash,
+                          result.watch_id))
+        return True
 
     def links(self, watch_id: int, limit: int | None = None) -> list[LinkRecord]:
         """Links known for a watch, newest first."""
@@ -419,6 +454,24 @@ class Store:
                                  "ORDER BY cost_ms DESC LIMIT ?", (limit,)).fetchall()
         return [_watch(row) for row in rows]
 
+    def check_rates(self, now: float, seconds: int) -> dict[str, float]:
+        """Checks per second over about the last ``seconds`` (whole minutes of check_counts
+        plus the current one), in total and per outcome."""
+        first_minute = int((now - seconds) // 60)
+        span = max(now - first_minute * 60, 1.0)
+        rows = self.conn.execute("SELECT outcome, SUM(count) FROM check_counts WHERE minute >= ? GROUP BY outcome",
+                                 (first_minute,)).fetchall()
+        rates = {outcome: count / span for outcome, count in rows}
+        return {"total": sum(rates.values()), **rates}
+
+    def schedule_lag(self, now: float) -> dict[str, float | int]:
+        """How far behind schedule the fleet is: the most overdue enabled watch (seconds
+        past its due time) and how many are overdue by more than their own interval."""
+        behind, late = self.conn.execute(
+            "SELECT MAX(? - next_due), SUM(? - next_due > interval_s) FROM watches WHERE enabled = 1 AND next_due <= ?",
+            (now, now, now)).fetchone()
+        return {"behind_s": behind or 0.0, "overdue_by_an_interval": late or 0}
+
     def summary(self, now: float, job_timeout: float) -> dict[str, int]:
         """Counts for ``monitor status``: watches due, in flight, failing; alerts in the last hour."""
         one = lambda sql, *args: self.conn.execute(sql, args).fetchone()[0]  # noqa: E731
@@ -426,7 +479,7 @@ class Store:
             "watches": one("SELECT COUNT(*) FROM watches"),
             "enabled": one("SELECT COUNT(*) FROM watches WHERE enabled = 1"),
             "due": one("SELECT COUNT(*) FROM watches WHERE enabled = 1 AND next_due <= ? AND in_flight_since IS NULL", now),
-            "in_flight": one("SELECT COUNT(*) FROM watches WHERE in_flight_since >= ?", now - job_timeout),
+            "in_flight": one("SELECT COUNT(*) FROM watches WHERE in_flight_since IS NOT NULL"),
             "failing": one("SELECT COUNT(*) FROM watches WHERE consecutive_failures > 0"),
             "alerts_last_hour": one("SELECT COUNT(*) FROM alerts WHERE first_seen >= ?", now - 3600),
         }

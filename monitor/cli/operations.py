@@ -33,6 +33,10 @@ def process_name(info: dict) -> str:
     return info["name"] if info["group"] == info["name"] else f"{info['group']}:{info['name']}"
 
 
+def _share(rate: dict[str, float], outcome: str) -> str:
+    return f"{100 * rate.get(outcome, 0.0) / rate['total']:.0f}%" if rate["total"] else "-"
+
+
 def cmd_status(args, config, store) -> None:
     now = time.time()
     try:
@@ -46,6 +50,8 @@ def cmd_status(args, config, store) -> None:
     except (broker.BrokerError, amqp.BrokerUnavailable, *amqp.RECOVERABLE, OSError) as exc:
         depths, depth_error = {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     summary = store.summary(now, config.job_timeout)
+    rates = {"last_minute": store.check_rates(now, 60), "last_5_minutes": store.check_rates(now, 300)}
+    lag = store.schedule_lag(now)
     states = [w.state for w in store.list_workers()]
     fleet = {state: states.count(state) for state in ("alive", "lost", "stopped")}
     cooldowns = store.cooldowns(now)
@@ -53,6 +59,7 @@ def cmd_status(args, config, store) -> None:
     if args.json:
         print_json({"processes": [{"name": process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
                      "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary,
+                     "checks_per_second": rates, "schedule": lag,
                      "workers": fleet, "hosts_in_cooldown": cooldowns,
                      "costliest": [{"id": w.id, "url": w.url, "cost_ms": w.cost_ms} for w in costly]})
         return
@@ -74,6 +81,11 @@ def cmd_status(args, config, store) -> None:
             print(f"  {queue:<12} not declared yet (the pipeline declares it when it connects)")
     print(f"\nwatches: {summary['watches']} ({summary['enabled']} enabled), due {summary['due']}, "
           f"in flight {summary['in_flight']}, failing {summary['failing']}")
+    print(f"behind schedule: {lag['behind_s']:.0f}s (most overdue watch), "
+          f"{lag['overdue_by_an_interval']} overdue by more than their interval")
+    for label, rate in (("last minute", rates["last_minute"]), ("last 5 minutes", rates["last_5_minutes"])):
+        print(f"checks, {label}: {rate['total']:.1f}/s (not modified: {_share(rate, 'not_modified_http')} by HTTP 304, "
+              f"{_share(rate, 'not_modified_hash')} by body hash; errors {_share(rate, 'error')})")
     print(f"alerts in the last hour: {summary['alerts_last_hour']}")
     print(f"workers: {fleet['alive']} alive, {fleet['lost']} lost, {fleet['stopped']} stopped (`monitor workers`)")
     if cooldowns:

@@ -1,6 +1,7 @@
 """The pipeline end to end on a real RabbitMQ node, real processes, a real local origin."""
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -124,3 +125,25 @@ def test_a_backlog_never_doubles_a_job_and_a_lost_job_is_published_again(pipelin
     pipeline.worker()
     wait_for(lambda: all(pipeline.watch(w).last_status == "ok" for w in watch_ids), timeout=60, message="every check")
     assert len(pipeline.store.links(watch_ids[0])) == len(INITIAL)
+
+
+def test_an_unchanged_page_is_not_parsed_again_and_status_counts_it(pipeline, site):
+    url = site.add_page("/", INITIAL)
+    pipeline.configure(politeness_delay=0.0)
+    pipeline.scheduler()
+    pipeline.processor()
+    pipeline.worker()
+    watch_id = _add_watch(pipeline, url)
+    wait_for(lambda: pipeline.watch(watch_id).content_hash, timeout=60, message="the baseline and its body hash")
+    _wait_checks(pipeline, watch_id, 2)
+    assert pipeline.watch(watch_id).last_status == "ok"
+    status = json.loads(pipeline.cli("status", "--json").stdout)
+    rates = status["checks_per_second"]["last_minute"]
+    assert rates["not_modified_hash"] > 0 and rates["ok"] > 0, rates
+    assert status["schedule"]["behind_s"] < 30
+    text = pipeline.cli("status").stdout
+    assert "by body hash" in text and "behind schedule" in text
+
+    site.publish("/", "/d", "Fourth story")
+    wait_for(lambda: [a["url"] for a in pipeline.alert_lines()] == [site.url("/d")], timeout=30,
+             message="the new link alerted once the body changed")

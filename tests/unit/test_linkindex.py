@@ -6,6 +6,7 @@ the way the processor does at start after a crash.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -267,9 +268,9 @@ def test_outbox_record_applied_twice_changes_nothing(store: Store, index: LinkIn
     record = {"watch_id": watch.id, "base_url": HOME, "checked_at": 1700000000.0, "status": "ok",
               "http_status": 200, "elapsed_ms": 5,
               "links": [{"url": url, "text": "Z", "code": shorten(url), "alert_id": alert_id(watch.id, shorten(url), 0)}]}
-    key = index.commit(watch.id, {}, record, baseline=False)
+    key = index.commit({}, set(), record)
     processor.apply(key, record, recovering=False)
-    index.commit(watch.id, {}, record, baseline=False)     # as if the process died before done()
+    index.commit({}, set(), record)                         # as if the process died before done()
     assert Processor(store, index, [jsonl]).drain_outbox() == 1
     assert [a["alert_id"] for a in jsonl_alerts(jsonl)] == [f"{watch.id}-{shorten(url)}"]
     assert len(store.alerts()) == 1
@@ -321,3 +322,86 @@ def test_error_task_does_not_touch_known_links(processor: Processor, store: Stor
     processor.handle(ok_task(watch, "a"))
     processor.handle(Task(watch.url, watch.id, page("b"), status="error", error="HTTP 500"))
     assert stored_urls(store, watch) == {HOME + "a"}
+
+
+# --- groups of tasks ----------------------------------------------------------------------------------
+def test_a_group_commits_once_and_a_task_delivered_twice_in_it_alerts_once(
+        processor: Processor, store: Store, index: LinkIndex, watch: Watch, jsonl: JsonLinesSink) -> None:
+    other = store.add_watch("https://other.example/", 300)
+    processor.handle(ok_task(watch, "a"))
+    processor.handle(Task(other.url, other.id, page("a")))
+    twice = ok_task(watch, "a", "b")
+    assert processor.handle_group([twice, Task(other.url, other.id, page("a", "c")), twice]) == 2
+    assert sorted(a["url"] for a in jsonl_alerts(jsonl)) == [HOME + "b", HOME + "c"]
+    assert list(index.outbox()) == []
+
+
+def test_a_new_watch_checked_twice_in_one_group_has_one_baseline(processor: Processor, watch: Watch,
+                                                                  jsonl: JsonLinesSink) -> None:
+    assert processor.handle_group([ok_task(watch, "a"), ok_task(watch, "a", "b")]) == 1
+    assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + "b"]
+
+
+def test_not_modified_touches_no_link_and_keeps_the_validators_fresh(processor: Processor, store: Store,
+                                                                     watch: Watch) -> None:
+    processor.handle(Task(watch.url, watch.id, page("a"), etag='"v1"', last_modified="Mon", content_hash="h1"))
+    assert (store.get_watch(watch.id).etag, store.get_watch(watch.id).content_hash) == ('"v1"', "h1")
+    processor.handle(Task(watch.url, watch.id, [], status="error", error="HTTP 500"))
+    assert store.get_watch(watch.id).etag == '"v1"', "a failed check keeps the validators"
+    assert processor.handle(Task(watch.url, watch.id, [], status="not_modified", not_modified_by="hash",
+                                 etag='"v2"', content_hash="h1")) == 0
+    checked = store.get_watch(watch.id)
+    assert (checked.last_status, checked.consecutive_failures, checked.etag, checked.last_modified) == \
+        ("ok", 0, '"v2"', None)
+    assert stored_urls(store, watch) == {HOME + "a"}
+    processor.handle(ok_task(watch, "a"))
+    assert store.get_watch(watch.id).content_hash is None, "a page without validators clears them"
+
+
+def test_each_check_is_counted_by_outcome(processor: Processor, store: Store, watch: Watch) -> None:
+    processor.handle_group([
+        ok_task(watch, "a"),
+        Task(watch.url, watch.id, [], status="not_modified", not_modified_by="http"),
+        Task(watch.url, watch.id, [], status="not_modified", not_modified_by="hash"),
+        Task(watch.url, watch.id, [], status="not_modified", not_modified_by="hash"),
+        Task(watch.url, watch.id, [], status="error", error="timeout"),
+    ])
+    counts = dict(store.conn.execute("SELECT outcome, SUM(count) FROM check_counts GROUP BY outcome").fetchall())
+    assert counts == {"ok": 1, "not_modified_http": 1, "not_modified_hash": 2, "error": 1}
+
+
+class FakeChannel:
+    """Records acks and nacks the way a pika channel receives them."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def basic_ack(self, tag: int, multiple: bool = False) -> None:
+        self.calls.append(("ack", tag, multiple))
+
+    def basic_nack(self, tag: int, requeue: bool = True) -> None:
+        self.calls.append(("nack", tag, requeue))
+
+
+def test_a_group_is_acked_with_one_multiple_ack(processor: Processor, watch: Watch) -> None:
+    channel = FakeChannel()
+    processor.on_group(channel, [(5, ok_task(watch, "a")), (6, ok_task(watch, "a", "b"))])
+    assert channel.calls == [("ack", 6, True)]
+
+
+def test_a_task_that_always_fails_does_not_hold_back_its_group(monkeypatch: pytest.MonkeyPatch, processor: Processor,
+                                                               store: Store, watch: Watch) -> None:
+    other = store.add_watch("https://other.example/", 300)
+    record = store.record_results
+
+    def refuse_the_poison(results):
+        if any(result.watch_id == watch.id for result in results):
+            raise Crash("this task can never be stored")
+        record(results)
+
+    monkeypatch.setattr(store, "record_results", refuse_the_poison)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    channel = FakeChannel()
+    processor.on_group(channel, [(1, Task(other.url, other.id, page("a"))), (2, ok_task(watch, "a"))])
+    assert channel.calls == [("ack", 1, False), ("nack", 2, True)]
+    assert store.get_watch(other.id).last_status == "ok"
