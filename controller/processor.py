@@ -1,8 +1,8 @@
 """The processor: consume ``task_queue``, find the links never seen for each watch, record
 them and raise alerts.
 
-Tasks are taken in groups (up to ``processor_batch``, or whatever arrived within
-``GROUP_WAIT`` seconds), and per group, exactly once in effect:
+Tasks are taken in groups (up to ``processor_batch`` tasks or ``GROUP_LINKS`` links, or
+whatever arrived within ``GROUP_WAIT`` seconds), and per group, exactly once in effect:
 
 1. normalise each link URL and look its 6-character code up in LevelDB (and in the
    group's own pending entries, so a task delivered twice in one group alerts nothing twice);
@@ -33,6 +33,7 @@ from monitor.store import CheckResult, LinkRecord, Store, Validators, open_store
 from monitor.urls import BadURL, normalize
 
 GROUP_WAIT = 0.05  # seconds a group waits for more tasks once the queue goes quiet
+GROUP_LINKS = 20_000  # a group closes at this many links too: its memory is bounded, whatever the pages
 
 
 def _status(task: Task) -> str:
@@ -199,19 +200,20 @@ def consume_groups(config: configuration.Config, processor: Processor, stop) -> 
         channel = amqp.open_channel(connection, config, config.processor_prefetch)
         log.info("consuming", queue=amqp.TASK_QUEUE, prefetch=config.processor_prefetch, batch=config.processor_batch)
         group: list[tuple[int, Task]] = []
-        started = 0.0
+        started, links = 0.0, 0
         for method, _properties, body in channel.consume(amqp.TASK_QUEUE, inactivity_timeout=GROUP_WAIT):
             if method is not None:
                 try:
                     group.append((method.delivery_tag, Task.from_bytes(body)))
                     started = started or time.monotonic()
+                    links += len(group[-1][1].context)
                 except InvalidMessage as exc:
                     log.warning("message rejected to dead_letter", queue=amqp.TASK_QUEUE, reason=str(exc))
                     channel.basic_reject(method.delivery_tag, requeue=False)
-            full = len(group) >= config.processor_batch
+            full = len(group) >= config.processor_batch or links >= GROUP_LINKS
             if group and (method is None or full or time.monotonic() - started > 4 * GROUP_WAIT):
                 processor.on_group(channel, group)
-                group, started = [], 0.0
+                group, started, links = [], 0.0, 0
             if stop.is_set() and not group:
                 break
         channel.cancel()

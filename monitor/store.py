@@ -289,6 +289,16 @@ class Store:
         with self.transaction() as conn:
             conn.executemany("UPDATE watches SET in_flight_since = ? WHERE id = ?", [(now, i) for i in watch_ids])
 
+    def enabled_watch_ids(self) -> list[int]:
+        return [row[0] for row in self.conn.execute("SELECT id FROM watches WHERE enabled = 1 ORDER BY id")]
+
+    def make_due(self, watch_ids: list[int], now: float) -> int:
+        """Make watches due at once; return how many are in flight (being checked already)."""
+        with self.transaction() as conn:
+            conn.executemany("UPDATE watches SET next_due = MIN(next_due, ?) WHERE id = ?", [(now, i) for i in watch_ids])
+            return sum(conn.execute("SELECT in_flight_since IS NOT NULL FROM watches WHERE id = ?", (i,)).fetchone()[0]
+                       for i in watch_ids)
+
     def clear_in_flight(self, watch_ids: list[int], since: float) -> None:
         """Undo :meth:`mark_in_flight` for jobs that were not published after all."""
         with self.transaction() as conn:

@@ -7,9 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from monitor import amqp
 from monitor.cli.common import (
-    RuntimeFailure,
     UsageError,
     cost,
     find_watch,
@@ -21,8 +19,6 @@ from monitor.cli.common import (
     watch_url,
 )
 from monitor.durations import format_age, format_duration, parse_duration
-from monitor.log import get_logger
-from monitor.messages import Job
 from monitor.store import Duplicate
 
 
@@ -126,21 +122,11 @@ def cmd_watch_export(args, config, store) -> None:
 def cmd_watch_recheck(args, config, store) -> None:
     if args.all == (args.ref is not None):
         raise UsageError("give either a watch ID|URL or --all")
-    watches = [w for w in store.list_watches() if w.enabled] if args.all else [find_watch(store, args.ref)]
-    log = get_logger("cli")
-    try:
-        connection = amqp.connect(config, log, attempts=3)
-    except amqp.BrokerUnavailable as exc:
-        raise RuntimeFailure(str(exc)) from None
-    try:
-        channel = amqp.open_channel(connection, config)
-        now = time.time()
-        for watch in watches:
-            amqp.publish(channel, amqp.JOB_QUEUE, Job(watch.url, watch.id, now).to_bytes())
-        store.mark_in_flight([watch.id for watch in watches], now)
-    finally:
-        connection.close()
-    print(f"queued {len(watches)} watch(es) for an immediate check")
+    ids = store.enabled_watch_ids() if args.all else [find_watch(store, args.ref).id]
+    # The scheduler publishes due watches (with their validators) within a tick.
+    busy = store.make_due(ids, time.time())
+    print(f"{len(ids)} watch(es) due now: the scheduler queues them within a second"
+          + (f" ({busy} already being checked)" if busy else ""))
 
 
 # --- links and alerts ---------------------------------------------------------------------

@@ -30,7 +30,7 @@ def test_processes_reconnect_after_a_broker_restart_and_never_leak_the_password(
     rabbit.stop()
     try:
         site.publish("/", "/during-outage", "Published while the broker was down")
-        refused = pipeline.cli("watch", "recheck", str(watch_id))
+        refused = pipeline.cli("dlq", "list")
         assert refused.returncode == 1 and "cannot reach the broker" in refused.stderr
         assert "monitor-user:***@" in refused.stderr and PASSWORD not in refused.stderr
         status = pipeline.cli("status")
