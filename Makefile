@@ -50,7 +50,11 @@ test-unit: install
 
 bench: install
 	$(BIN)/python bench/extraction.py
-	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/scheduler.py
+	$(BIN)/python bench/processor.py
+	$(BIN)/python bench/worker_memory.py
+	$(BIN)/python bench/overload.py
+	$(BIN)/python bench/compare.py --pages 1000 --runs 3
 
 clean:
 	-$(BIN)/monitor down

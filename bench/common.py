@@ -1,10 +1,14 @@
-"""Helpers the benchmark scripts share: the monitor CLI, bounded waits, peak memory."""
+"""Helpers the benchmark scripts share: the monitor CLI, a whole stack, bounded waits, peak memory."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+from monitor.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,3 +60,41 @@ def peak_rss(home: Path) -> list[tuple[str, float]]:
     from monitor import config as configuration, stack
     return [(info["name"], peak_kb(info["pid"]) / 1024)
             for info in stack.processes(configuration.load({"MONITOR_HOME": str(home)})) if info["pid"]]
+
+
+class Stack:
+    """This project's stack (``monitor up``) on a fresh home with ``settings`` in its
+    monitor.toml, watching ``urls`` at ``interval``."""
+
+    def __init__(self, urls: list[str], workers: int, settings: dict[str, float | int], interval: str = "1h") -> None:
+        self.home = Path(tempfile.mkdtemp(prefix="monitor-bench-"))
+        (self.home / "monitor.toml").write_text("".join(f"{key} = {value!r}\n" for key, value in settings.items()))
+        self.env = dict(os.environ, MONITOR_HOME=str(self.home), MONITOR_ALLOW_PRIVATE="1",
+                        MONITOR_WORKERS=str(workers), MONITOR_CONFIG=str(self.home / "monitor.toml"))
+        self.env.pop("AMQP_URL", None)
+        self.pages = len(urls)
+        (self.home / "watches.txt").write_text("".join(f"{url},{interval}\n" for url in urls))
+        monitor(self.env, "up")
+        self.store = open_store(self.home / "monitor.sqlite3")
+        monitor(self.env, "watch", "import", str(self.home / "watches.txt"))
+        self.last_alert = 0
+
+    def round(self, timeout: float = 900) -> tuple[float, list[str]]:
+        """Check every watch once now; return the seconds it took and the URLs alerted."""
+        started_at = time.time()
+        start = time.monotonic()
+        monitor(self.env, "watch", "recheck", "--all")
+        wait_until(lambda: self.store.conn.execute("SELECT COUNT(*) FROM watches WHERE last_check >= ?",
+                                                   (started_at,)).fetchone()[0] >= self.pages, timeout, "every check")
+        seconds = time.monotonic() - start
+        rows = self.store.conn.execute("SELECT rowid, url FROM alerts WHERE rowid > ? ORDER BY rowid",
+                                       (self.last_alert,)).fetchall()
+        self.last_alert = rows[-1][0] if rows else self.last_alert
+        return seconds, [url for _, url in rows]
+
+    def status(self) -> str:
+        return monitor(self.env, "status")
+
+    def close(self) -> None:
+        self.store.close()
+        monitor(self.env, "down")

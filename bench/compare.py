@@ -25,55 +25,15 @@ import os
 import random
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import monitor, peak_rss, wait_until  # noqa: E402
+from bench.common import Stack, peak_rss  # noqa: E402
 from bench.origin import Origin  # noqa: E402
 from bench.peer import Urlwatch  # noqa: E402
-from monitor.store import open_store  # noqa: E402
 
 SCENARIOS = {"recheck": (0.1, None), "cold": (1.0, None), "wan": (0.1, (0.2, 1.0))}
-
-
-class Stack:
-    """This project's stack on a fresh home, watching every page of the origin."""
-
-    def __init__(self, origin: Origin, pages: int, workers: int) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="monitor-bench-"))
-        (self.home / "monitor.toml").write_text("politeness_delay = 0.0\n")
-        self.env = dict(os.environ, MONITOR_HOME=str(self.home), MONITOR_ALLOW_PRIVATE="1",
-                        MONITOR_WORKERS=str(workers), MONITOR_CONFIG=str(self.home / "monitor.toml"))
-        self.env.pop("AMQP_URL", None)
-        self.pages = pages
-        (self.home / "watches.txt").write_text("".join(f"{origin.url(i)},1h\n" for i in range(pages)))
-        monitor(self.env, "up")
-        self.store = open_store(self.home / "monitor.sqlite3")
-        monitor(self.env, "watch", "import", str(self.home / "watches.txt"))
-        self.last_alert = 0
-
-    def round(self, timeout: float = 900) -> tuple[float, list[str]]:
-        """Check every watch once now; return the seconds it took and the URLs alerted."""
-        started_at = time.time()
-        start = time.monotonic()
-        monitor(self.env, "watch", "recheck", "--all")
-        wait_until(lambda: self.store.conn.execute("SELECT COUNT(*) FROM watches WHERE last_check >= ?",
-                                                   (started_at,)).fetchone()[0] >= self.pages, timeout, "every check")
-        seconds = time.monotonic() - start
-        rows = self.store.conn.execute("SELECT rowid, url FROM alerts WHERE rowid > ? ORDER BY rowid",
-                                       (self.last_alert,)).fetchall()
-        self.last_alert = rows[-1][0] if rows else self.last_alert
-        return seconds, [url for _, url in rows]
-
-    def status(self) -> str:
-        return monitor(self.env, "status")
-
-    def close(self) -> None:
-        self.store.close()
-        monitor(self.env, "down")
 
 
 def main() -> None:
@@ -91,7 +51,7 @@ def main() -> None:
     print(f"{args.pages} pages ({statistics.median(len(p.body) for p in origin.pages) / 1000:.0f} KB median), "
           f"validators {'on' if args.validators else 'off'}, {os.cpu_count()} cores")
     urlwatch = Urlwatch([origin.url(i) for i in range(args.pages)])
-    stack = Stack(origin, args.pages, args.workers)
+    stack = Stack([origin.url(i) for i in range(args.pages)], args.workers, {"politeness_delay": 0.0})
     results: dict[str, list[tuple[float, float, bool, bool]]] = {name: [] for name in scenarios}
     generation = 0
     try:
@@ -114,7 +74,7 @@ def main() -> None:
                       f"new links: {len(added)} added, ours {len(alerted)} alerted ({'exact' if exact[0] else 'NOT exact'}),"
                       f" urlwatch {theirs_added} reported ({'exact' if exact[1] else 'NOT exact'})")
         print(f"\nmedians of {args.runs} run(s), {args.pages} pages, our stack with {args.workers} workers:")
-        print(f"| scenario | ours pages/s | urlwatch pages/s | ratio | new links exact (ours / urlwatch) |")
+        print("| scenario | ours pages/s | urlwatch pages/s | ratio | new links exact (ours / urlwatch) |")
         print("|---|---|---|---|---|")
         for name, rows in results.items():
             ours = statistics.median(row[0] for row in rows)

@@ -28,7 +28,7 @@ from monitor import amqp
 from monitor import config as configuration
 from monitor.async_amqp import AsyncClient, Delivery
 from monitor.check import task_from_error, task_from_page
-from monitor.fetch import FetchError, fetch
+from monitor.fetch import FetchError, fetch, new_session
 from monitor.log import get_logger
 from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, Job, Task
 from workers.control import UNAVAILABLE, ControlLink
@@ -132,7 +132,7 @@ class Worker:
     def _session(self) -> requests.Session:
         session = getattr(self.sessions, "session", None)
         if session is None:
-            session = self.sessions.session = requests.Session()
+            session = self.sessions.session = new_session()
         return session
 
     def on_host_event(self, body: bytes) -> None:
