@@ -24,6 +24,21 @@ _HOST = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$|^[0-9a-f:.]+$")
 _EMBEDDING_IPV4 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::ffff:0:0:0/96"))
 
 
+# A URL in this shape is already what normalize() returns (minus fragment and empty query),
+# which most links on real pages are; they skip urlsplit and quote():
+# lower-case http(s), a plain lower-case host, a port that is not the default, and a path
+# and query of characters quote() leaves alone, with no dot segment and only upper-case
+# escapes of characters that are not unreserved.
+_CHAR = r"[A-Za-z0-9:@!$&'()*+,;=\-_~%]"  # a "%" must start an escape: checked apart
+_PLAIN = r"(?:/(?![.])" + _CHAR + r"*(?:\." + _CHAR + r"+)*)*"
+_QUERY = r"(?:\?[A-Za-z0-9/:@!$&'()*+,;=\-._~?%]*)?"
+_ABSOLUTE = re.compile(r"(https?)://[a-z0-9_-]+(?:\.[a-z0-9_-]+)*(?::([1-9][0-9]{0,4}))?"
+                       r"(" + _PLAIN + r"/?)(" + _QUERY + r")(?:#.*)?", re.S)
+NORMAL_PATH = re.compile(r"(" + _PLAIN + r"/?)(" + _QUERY + r")(?:#.*)?", re.S)
+# normalize() rewrites these: a lone "%", a lower-case escape, an escaped unreserved character.
+_UNUSUAL_ESCAPE = re.compile(r"%(?![0-9A-F]{2})|%(?:2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])")
+
+
 class BadURL(ValueError):
     """A URL that cannot be watched or fetched; the message says why in one line."""
 
@@ -52,6 +67,27 @@ def _uniform_escapes(text: str) -> str:
     return _ESCAPE.sub(fix, text)
 
 
+def has_unusual_escape(text: str) -> bool:
+    """Whether normalize() would rewrite an escape in ``text`` (fragment aside)."""
+    return "%" in text and _UNUSUAL_ESCAPE.search(text.split("#", 1)[0]) is not None
+
+
+def normal_parts(url: str) -> tuple[str, str, str] | None:
+    """``(origin, path, query)`` of a URL already in normal form, else None."""
+    match = _ABSOLUTE.fullmatch(url)
+    if match is None or has_unusual_escape(url):
+        return None
+    port = match.group(2)
+    if port is not None and (int(port) == _DEFAULT_PORTS[match.group(1)] or int(port) > 65535):
+        return None
+    return url[:match.start(3)], match.group(3) or "/", match.group(4)
+
+
+def join_normal(prefix: str, path: str, query: str) -> str:
+    """URL from normal-form parts; an empty query (a lone ``?``) is dropped, as normalize does."""
+    return prefix + path + (query if len(query) > 1 else "")
+
+
 def normalize(url: str) -> str:
     """Canonical form of an absolute http(s) URL, so the same link always gets the same code.
 
@@ -59,6 +95,12 @@ def normalize(url: str) -> str:
     becomes ``/``, percent-encoding made uniform (RFC 3986 6.2.2); the query is kept in
     order (it is often meaningful on news sites).
     """
+    normal = normal_parts(url)
+    return join_normal(*normal) if normal is not None else _canonical(url)
+
+
+def _canonical(url: str) -> str:
+    """:func:`normalize` the long way, for URLs not already in normal form."""
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     host = _host(parts)

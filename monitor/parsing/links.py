@@ -10,28 +10,14 @@ they resolve against, and how the page's list is kept (each URL once, first wins
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
-from monitor.urls import WEB_SCHEMES, BadURL, normalize
+from monitor.urls import NORMAL_PATH, WEB_SCHEMES, BadURL, has_unusual_escape, join_normal, normal_parts, normalize
 
 ASCII_WHITESPACE = " \t\n\r\f"
 HIDDEN_TEXT = frozenset({"script", "style", "template"})
 
-# A URL in this shape is already what normalize() returns (minus fragment and empty query):
-# lower-case http(s), a plain lower-case host, a port that is not the default, and a path
-# and query of characters quote() leaves alone, with no dot segment and only upper-case
-# escapes of characters that are not unreserved.
-_CHAR = r"[A-Za-z0-9:@!$&'()*+,;=\-_~%]"  # a "%" must start an escape: checked apart
-_PLAIN = r"(?:/(?![.])" + _CHAR + r"*(?:\." + _CHAR + r"+)*)*"
-_QUERY = r"(?:\?[A-Za-z0-9/:@!$&'()*+,;=\-._~?%]*)?"
-_ABSOLUTE = re.compile(r"(https?)://[a-z0-9_-]+(?:\.[a-z0-9_-]+)*(?::([1-9][0-9]{0,4}))?"
-                       r"(" + _PLAIN + r"/?)(" + _QUERY + r")(?:#.*)?", re.S)
-_PATH = re.compile(r"(" + _PLAIN + r"/?)(" + _QUERY + r")(?:#.*)?", re.S)
-# normalize() rewrites these: a lone "%", a lower-case escape, an escaped unreserved character.
-_UNUSUAL_ESCAPE = re.compile(r"%(?![0-9A-F]{2})|%(?:2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])")
-_DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
 @dataclass(frozen=True)
@@ -55,35 +41,18 @@ def _slow_resolve(base: str, href: str) -> str | None:
         return None
 
 
-def _plain_absolute(url: str) -> tuple[str, str, str] | None:
-    """``(origin, path, query)`` of a URL already in normal form, else None."""
-    match = _ABSOLUTE.fullmatch(url)
-    if match is None:
-        return None
-    port = match.group(2)
-    if port is not None and (port == _DEFAULT_PORTS[match.group(1)] or int(port) > 65535):
-        return None
-    return url[:match.start(3)], match.group(3) or "/", match.group(4)
-
-
-def _joined(prefix: str, path: str, query: str) -> str:
-    """URL from normal-form parts; an empty query (a lone ``?``) is dropped, as normalize does."""
-    return prefix + path + (query if len(query) > 1 else "")
-
-
 class Resolver:
     """Resolves the hrefs of one page against its base, each distinct href once.
 
     Most hrefs on real pages are plain absolute, root-relative or relative URLs already in
-    normal form; they take a string fast path. Everything else goes through ``urljoin``
-    and :func:`normalize`, the one definition of a link's canonical form (the fast path is
-    tested to agree with it).
+    normal form (:func:`monitor.urls.normal_parts`); they are joined as strings. Everything
+    else goes through ``urljoin`` and :func:`normalize` (the fast path is tested to agree).
     """
 
     def __init__(self, base: str) -> None:
         self.base = base
         self.cache: dict[str, str | None] = {}
-        parts = _plain_absolute(base)
+        parts = normal_parts(base)
         self.origin = parts[0] if parts else None
         self.directory = parts[1][:parts[1].rindex("/")] if parts else ""  # without the last "/"
 
@@ -102,20 +71,20 @@ class Resolver:
         return fast if fast is not None else _slow_resolve(self.base, href)
 
     def _fast(self, href: str) -> str | None:
-        if "%" in href and _UNUSUAL_ESCAPE.search(href.split("#", 1)[0]):
-            return None
         if href.startswith("http"):
-            parts = _plain_absolute(href)
-            return _joined(*parts) if parts else None
+            parts = normal_parts(href)
+            return join_normal(*parts) if parts else None
+        if has_unusual_escape(href):
+            return None
         if self.origin is None or href[0] in "?.\\" or href[:2] in ("//", "/\\"):
             return None
         if href[0] == "/":
-            match, directory = _PATH.fullmatch(href), ""
+            match, directory = NORMAL_PATH.fullmatch(href), ""
         elif ":" in href.split("/", 1)[0] or "//" in href:
             return None  # a scheme (mailto:, javascript:, ...), or empty segments urljoin collapses
         else:
-            match, directory = _PATH.fullmatch("/" + href), self.directory
-        return _joined(self.origin + directory, match.group(1) or "/", match.group(2)) if match else None
+            match, directory = NORMAL_PATH.fullmatch("/" + href), self.directory
+        return join_normal(self.origin + directory, match.group(1) or "/", match.group(2)) if match else None
 
 
 def document_base(page_url: str, base_href: str | None) -> str:

@@ -1,11 +1,14 @@
-"""The string fast path of URL resolution agrees with urljoin + normalize on every input
-(``monitor.parsing.links.Resolver``): real-looking hrefs and random ones against several bases."""
+"""The string fast paths of URL resolution (``monitor.parsing.links.Resolver``) and of
+normalisation (``monitor.urls.normalize``) agree with the long way (urljoin, urlsplit,
+quote) on every input: real-looking hrefs and random ones against several bases."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
+from monitor import urls
+from monitor.parsing import links
 from monitor.parsing.links import ASCII_WHITESPACE, Resolver, _slow_resolve
 
 BASES = ["https://example.com/dir/page.html", "http://127.0.0.5:8080/", "https://h.example/a/b/?q=/x",
@@ -29,8 +32,24 @@ def _random_hrefs(count: int) -> list[str]:
     return hrefs
 
 
+@pytest.fixture
+def long_way_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """normalize() without its fast path: the reference the fast paths are held to."""
+    monkeypatch.setattr(links, "normalize", urls._canonical)
+
+
+def test_normal_form_urls_are_recognised_as_normalize_would_write_them() -> None:
+    for href in HREFS + _random_hrefs(5000):
+        url = href if href.startswith("http") else "https://x.org/" + href.lstrip("/")
+        try:
+            expected = urls._canonical(url)
+        except urls.BadURL:
+            continue
+        assert urls.normalize(url) == expected, url
+
+
 @pytest.mark.parametrize("base", BASES)
-def test_every_href_resolves_as_urljoin_and_normalize_say(base: str) -> None:
+def test_every_href_resolves_as_urljoin_and_normalize_say(base: str, long_way_only: None) -> None:
     resolver = Resolver(base)
     for href in HREFS + _random_hrefs(5000):
         stripped = href.strip(ASCII_WHITESPACE)
