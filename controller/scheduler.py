@@ -1,4 +1,4 @@
-"""The scheduler: four times a second, publish each due, enabled watch to ``job_queue``.
+"""The scheduler: ten times a second, publish each due, enabled watch to ``job_queue``.
 
 A watch is marked in flight, then published as ``{"baseUrl", "id", "enqueued_at"}`` with
 the validators of its last check (persistent, confirmed); a job the broker did not confirm
@@ -26,7 +26,7 @@ from monitor.log import get_logger
 from monitor.messages import Job
 from monitor.store import Store, Watch, open_store
 
-TICK = 0.25  # seconds between looks for due watches
+TICK = 0.1  # seconds between looks for due watches (a due query and one queue-depth round trip)
 BATCH = 5000  # watches published per round; a full round is followed by another at once
 CONFIRM_TIMEOUT = 30.0  # seconds to wait for a round's confirms (the connection is lost by then)
 

@@ -7,7 +7,8 @@ The blocking client (:mod:`monitor.amqp`) waits for each publisher confirm, one 
 
 * ``publish(...)`` may be called from any thread; the message goes out at once and
   ``on_confirm(True)`` runs (in the I/O thread) when the broker confirms it, or
-  ``on_confirm(False)`` when the broker nacks or returns it or the connection drops first.
+  ``on_confirm(False)`` when the broker nacks or returns it or the connection drops first
+  (at once, in the caller's thread, when there is no connection to send it on).
   Any number of publishes may await their confirms together: the broker confirms them in
   batches (``multiple``), so throughput is bounded by bandwidth, not by round trips.
 * ``consume=(queue, prefetch, on_delivery)``: ``on_delivery(delivery)`` runs in the I/O
@@ -193,18 +194,19 @@ class AsyncClient:
             self._connection.ioloop.stop()
 
     # --- thread-safe operations ---------------------------------------------------------------
-    def _call(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` in the I/O thread (dropped when there is no connection)."""
+    def _call(self, callback: Callable[[], object]) -> bool:
+        """Run ``callback`` in the I/O thread; False when it cannot be (no connection)."""
         if threading.current_thread() is self._thread:
             callback()
-            return
+            return True
         connection = self._connection
         if connection is None:
-            return
+            return False
         try:
             connection.ioloop.add_callback_threadsafe(callback)
+            return True
         except (RuntimeError, OSError, AttributeError):
-            pass  # the loop closed under us: the connection is gone, and with it the delivery
+            return False  # the loop closed under us: the connection is gone, and with it the delivery
 
     def publish(self, queue: str, body: bytes, on_confirm: Confirm, exchange: str = "",
                 delivery: Delivery | None = None) -> None:
@@ -221,7 +223,8 @@ class AsyncClient:
             self._unconfirmed[self._sequence] = on_confirm
             self._channel.basic_publish(exchange, queue, body, mandatory=True, properties=pika.BasicProperties(
                 delivery_mode=2, content_type="application/json", message_id=f"{self._channel_id}-{self._sequence}"))
-        self._call(send)
+        if not self._call(send):
+            on_confirm(False)
 
     def ready_count(self, queue: str, timeout: float = 5.0) -> int | None:
         """Messages ready in ``queue`` (a passive declare), or None without an answer in time."""

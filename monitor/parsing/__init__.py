@@ -16,12 +16,20 @@ from __future__ import annotations
 
 from typing import Callable
 
-from monitor.parsing import html5, lexbor
+from monitor.parsing import lexbor
 from monitor.parsing.decode import decode_html
 from monitor.parsing.links import Link
 
 Engine = Callable[[str, str, "int | None"], list[Link]]
-ENGINES: dict[str, Engine] = {"lexbor": lexbor.extract, "html5lib": html5.extract}
+
+
+def _html5lib(html: str, page_url: str, limit: int | None) -> list[Link]:
+    # Imported on first use: bs4 and html5lib take longer to import than most commands run.
+    from monitor.parsing import html5
+    return html5.extract(html, page_url, limit)
+
+
+ENGINES: dict[str, Engine] = {"lexbor": lexbor.extract, "html5lib": _html5lib}
 
 __all__ = ["ENGINES", "Link", "decode_html", "extract_links"]
 
@@ -35,4 +43,4 @@ def extract_links(body: bytes, page_url: str, http_charset: str | None = None, l
     except Exception:
         if engine == "html5lib":
             raise
-        return html5.extract(html, page_url, limit)
+        return _html5lib(html, page_url, limit)

@@ -115,7 +115,7 @@ def test_a_backlog_never_doubles_a_job_and_a_lost_job_is_published_again(pipelin
     ready = lambda: channel.queue_declare(amqp.JOB_QUEUE, passive=True).method.message_count  # noqa: E731
     wait_for(lambda: ready() == 20, timeout=30, message="one job per due watch")
     published_at = max(pipeline.watch(w).in_flight_since for w in watch_ids)
-    # Give the timeout every chance to fire: three times job_timeout, at four ticks a second.
+    # Give the timeout every chance to fire: three times job_timeout, at ten ticks a second.
     wait_for(lambda: time.time() > published_at + 6, timeout=10, message="job_timeout to pass, three times")
     assert ready() == 20, "a watch waiting in the queue is never published twice"
 
