@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 
 
 # HTML parse engines: both implement the WHATWG tree construction and give the same links;
-# lexbor (C, through selectolax) is ~70x faster, html5lib is the pure-Python reference.
+# lexbor (C, through selectolax) is ~30x faster, html5lib is the pure-Python reference.
 PARSERS = ("lexbor", "html5lib")
 
 
