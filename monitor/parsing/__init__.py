@@ -8,7 +8,7 @@ fragment dropped, text whitespace-normalised (the rules: :mod:`monitor.parsing.l
 Two engines implement the algorithm and give identical link lists (a differential test
 over real pages and generated malformed markup holds them to it):
 
-* ``lexbor`` (:mod:`monitor.parsing.lexbor`, C through selectolax): the default, ~70x faster;
+* ``lexbor`` (:mod:`monitor.parsing.lexbor`, C through selectolax): the default, ~30x faster;
 * ``html5lib`` (:mod:`monitor.parsing.html5`, pure Python): the reference, and the
   fallback for any page the fast engine fails on.
 """

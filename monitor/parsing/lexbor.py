@@ -1,5 +1,5 @@
 """The fast engine: lexbor (C, through selectolax) builds the tree with the same WHATWG
-algorithm as html5lib, ~70x faster.
+algorithm as html5lib, ~30x faster.
 
 lexbor hands over the anchors in document order (template content is a separate fragment
 there, as in browsers); breadth-first order is document order stably sorted by depth.
