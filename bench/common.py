@@ -32,6 +32,13 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05) -> 
     return time.monotonic() - start
 
 
+def memory_mb(pid: int) -> dict[str, int]:
+    """``VmRSS``, ``VmHWM`` (peak), ``RssAnon`` (heap) and ``RssFile`` (mapped files) of a process, in MB."""
+    fields = ("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:")
+    return {line.split(":")[0]: int(line.split()[1]) // 1024
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(fields)}
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 import pika  # noqa: E402
 
+from bench.common import memory_mb  # noqa: E402
 from monitor import amqp  # noqa: E402
 from monitor.messages import Task  # noqa: E402
 from monitor.store import open_store  # noqa: E402
@@ -40,8 +41,7 @@ from tests.integration.conftest import Node  # noqa: E402
 def rss(pid: int) -> str:
     """RSS, and its split: anonymous memory (the heap) and file pages (LevelDB maps its table
     files: those pages are the kernel's page cache, reclaimable, and grow with the index)."""
-    fields = {line.split(":")[0]: int(line.split()[1]) // 1024 for line in Path(f"/proc/{pid}/status").read_text()
-              .splitlines() if line.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
+    fields = memory_mb(pid)
     return f"RSS {fields['VmRSS']} MB (anonymous {fields['RssAnon']} MB, mapped files {fields['RssFile']} MB)"
 
 

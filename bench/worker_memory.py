@@ -24,23 +24,11 @@ sys.path.insert(0, str(REPO))
 
 import pika  # noqa: E402
 
+from bench.common import memory_mb, wait_until  # noqa: E402
 from monitor import amqp  # noqa: E402
 from monitor.demo import LocalSite  # noqa: E402
 from monitor.messages import Job  # noqa: E402
 from tests.integration.conftest import Node  # noqa: E402
-
-
-def rss_mb(pid: int, field: str = "VmRSS") -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith(field + ":")) / 1024
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up after {timeout:g}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def main() -> None:
@@ -73,18 +61,18 @@ def main() -> None:
                                        "a sentence of the length news headlines have") for j in range(args.links)])
             entered.append(site.hold("/"))
             amqp.publish(channel, amqp.JOB_QUEUE, Job(url, n + 1, time.time()).to_bytes())
-        idle = rss_mb(worker.pid)
+        idle = memory_mb(worker.pid)["VmRSS"]
         wait_until(lambda: sum(event.is_set() for event in entered) >= args.in_flight, 120,
                    f"{args.in_flight} fetches in flight")
         time.sleep(1.0)  # let every hanging request settle into its thread
         in_flight = sum(event.is_set() for event in entered)
-        holding = rss_mb(worker.pid)
+        holding = memory_mb(worker.pid)["VmRSS"]
         for site in sites:
             site.release("/")
         wait_until(lambda: channel.queue_declare(amqp.TASK_QUEUE, passive=True).method.message_count >= args.sites,
                    300, "every task")
         print(f"worker RSS: {idle:.0f} MB at start, {holding:.0f} MB with {in_flight} fetches in flight, "
-              f"peak {rss_mb(worker.pid, 'VmHWM'):.0f} MB after parsing {args.sites} pages of {args.links} links")
+              f"peak {memory_mb(worker.pid)['VmHWM']:.0f} MB after parsing {args.sites} pages of {args.links} links")
     finally:
         for proc in procs:
             proc.terminate()
