@@ -226,6 +226,8 @@ class Store:
     def existing_watch_ids(self, watch_ids: set[int]) -> set[int]:
         """Those of ``watch_ids`` still on the watch list."""
         ids = list(watch_ids)
+        if not ids:
+            return set()
         rows = self.conn.execute(f"SELECT id FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
         return {row[0] for row in rows}
 
