@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -72,6 +73,9 @@ class AsyncClient:
         self._channel_id = ""  # prefix of the message ids published on the current channel
         self._sequence = 0
         self._backoff = 0.5
+        self._calls: deque[Callable[[], object]] = deque()  # for the I/O thread, see _call
+        self._calls_lock = threading.Lock()
+        self._wake_pending = False
         self._thread = threading.Thread(target=self._run, name="amqp-io", daemon=True)
 
     # --- life cycle ------------------------------------------------------------------------
@@ -159,6 +163,7 @@ class AsyncClient:
         self._backoff = 0.5
         self.ready.set()
         self.log.info("broker connected", broker=redact(self.config.broker_url), generation=self.generation)
+        self._run_calls()  # calls queued while the previous connection went away
 
     def _on_channel_closed(self, channel, reason: BaseException) -> None:
         self._lost(f"channel closed: {reason}")
@@ -195,18 +200,32 @@ class AsyncClient:
 
     # --- thread-safe operations ---------------------------------------------------------------
     def _call(self, callback: Callable[[], object]) -> bool:
-        """Run ``callback`` in the I/O thread; False when it cannot be (no connection)."""
+        """Run ``callback`` in the I/O thread; False when it cannot be (no connection).
+
+        Callbacks queue up and one wake-up of the I/O loop runs them all: waking the loop is
+        a system call, and a busy worker asks for two (a publish, an ack) per job."""
         if threading.current_thread() is self._thread:
             callback()
             return True
         connection = self._connection
         if connection is None:
             return False
+        self._calls.append(callback)
+        with self._calls_lock:
+            if self._wake_pending:
+                return True
+            self._wake_pending = True
         try:
-            connection.ioloop.add_callback_threadsafe(callback)
-            return True
+            connection.ioloop.add_callback_threadsafe(self._run_calls)
         except (RuntimeError, OSError, AttributeError):
-            return False  # the loop closed under us: the connection is gone, and with it the delivery
+            pass  # the loop closed under us: the calls run once the next connection is ready
+        return True
+
+    def _run_calls(self) -> None:
+        with self._calls_lock:
+            self._wake_pending = False
+        while self._calls:
+            self._calls.popleft()()
 
     def publish(self, queue: str, body: bytes, on_confirm: Confirm, exchange: str = "",
                 delivery: Delivery | None = None) -> None:
