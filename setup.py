@@ -13,6 +13,8 @@ setup(
     install_requires=[
         "pika>=1.3",
         "requests>=2.31",
+        "urllib3>=2.0",  # requests' HTTP engine: fetching uses it directly (monitor/fetch.py says why)
+        "certifi",  # the CA bundle requests would use
         "html5lib>=1.1",
         "beautifulsoup4>=4.12",
         "plyvel>=1.5",

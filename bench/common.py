@@ -92,7 +92,8 @@ class Stack:
         start = time.monotonic()
         monitor(self.env, "watch", "recheck", "--all")
         wait_until(lambda: self.store.conn.execute("SELECT COUNT(*) FROM watches WHERE last_check >= ?",
-                                                   (started_at,)).fetchone()[0] >= self.pages, timeout, "every check")
+                                                   (started_at,)).fetchone()[0] >= self.pages, timeout, "every check",
+                   interval=0.01)
         seconds = time.monotonic() - start
         rows = self.store.conn.execute("SELECT rowid, url FROM alerts WHERE rowid > ? ORDER BY rowid",
                                        (self.last_alert,)).fetchall()

@@ -23,11 +23,9 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-import requests
-
 from monitor.config import Config
 from monitor.parsing import extract_links
-from monitor.fetch import FetchError, Page, fetch
+from monitor.fetch import Connections, FetchError, Page, fetch
 from monitor.messages import Job, Task
 
 MAX_NESTING = 10_000  # lexbor parses 10,000 nested elements in 0.07 s, html5lib in 7 s
@@ -142,12 +140,12 @@ def task_from_page(job: Job, page: Page, config: Config, fetched_at: float, work
                 content_hash=digest if outcome["status"] == "ok" else None, **common, **outcome)
 
 
-def check_page(job: Job, config: Config, session: requests.Session | None = None, worker: str | None = None,
+def check_page(job: Job, config: Config, connections: Connections | None = None, worker: str | None = None,
                proxy: str | None = None) -> Task:
     """Fetch ``job.base_url`` once and return the task to publish: its links, or an error status."""
     fetched_at = time.time()
     try:
-        page = fetch(job.base_url, config, session, proxy, job.etag, job.last_modified)
+        page = fetch(job.base_url, config, connections, proxy, job.etag, job.last_modified)
     except FetchError as exc:
         return task_from_error(job, exc, fetched_at, worker)
     return task_from_page(job, page, config, fetched_at, worker)

@@ -22,13 +22,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
-import requests
-
 from monitor import amqp
 from monitor import config as configuration
 from monitor.async_amqp import AsyncClient, Delivery
 from monitor.check import task_from_error, task_from_page
-from monitor.fetch import FetchError, fetch, new_session
+from monitor.fetch import Connections, FetchError, fetch
 from monitor.log import get_logger
 from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, Job, Task
 from workers.control import UNAVAILABLE, ControlLink
@@ -53,7 +51,9 @@ class Worker:
                                   subscribe=[(amqp.HOST_EVENTS, self.on_host_event)])
         self.fetchers = ThreadPoolExecutor(config.worker_concurrency, thread_name_prefix="fetch")
         self.hosts: HostQueues[tuple[Job, Delivery]] = HostQueues()
-        self.sessions = threading.local()  # one requests.Session (connection pool) per fetch thread
+        # Idle keep-alive connections to the hosts checked most recently (one file descriptor
+        # each: supervisord.conf's minfds leaves room for them).
+        self.connections = Connections(hosts=10 * config.worker_concurrency)
         # Parsing is CPU work under the GIL: more parses at once than cores gain nothing and
         # would hold that many parse trees in memory at once.
         self.parse_slots = threading.BoundedSemaphore(os.cpu_count() or 2)
@@ -129,12 +129,6 @@ class Worker:
             self.settled.notify_all()
 
     # --- one check through the exits ----------------------------------------------------------
-    def _session(self) -> requests.Session:
-        session = getattr(self.sessions, "session", None)
-        if session is None:
-            session = self.sessions.session = new_session()
-        return session
-
     def on_host_event(self, body: bytes) -> None:
         """In the I/O thread: another worker disabled a host."""
         try:
@@ -165,7 +159,7 @@ class Worker:
                 self.pool.used(exit)
             self.politeness.wait(exit, host)
             try:
-                page = fetch(job.base_url, self.config, self._session(), exit.url, job.etag, job.last_modified)
+                page = fetch(job.base_url, self.config, self.connections, exit.url, job.etag, job.last_modified)
             except FetchError as exc:
                 if not exc.refusal:
                     with self.exits_lock:

@@ -6,13 +6,22 @@ Exit codes: 0 success, 1 runtime failure (broker or supervisord unreachable, fet
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from typing import Callable
 
 from monitor import config as configuration
-from monitor import stack
-from monitor.cli import fleet, operations, watches
 from monitor.cli.common import RuntimeFailure, UsageError
 from monitor.store import open_store
+
+
+def _lazy(module: str, function: str) -> Callable:
+    """The command ``monitor.cli.MODULE.FUNCTION``, imported only when it runs: importing
+    every command's dependencies (broker client, parsers, supervisor) took 180 ms of every
+    start, longer than most commands themselves."""
+    def command(args: argparse.Namespace, config: configuration.Config, store) -> None:
+        getattr(importlib.import_module(f"monitor.cli.{module}"), function)(args, config, store)
+    return command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,85 +34,85 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", help="how often to check: 30s, 5m, 2h, 1d (default 5m)")
     p.add_argument("--name")
     p.add_argument("--tag")
-    p.set_defaults(func=watches.cmd_watch_add)
+    p.set_defaults(func=_lazy("watches", "cmd_watch_add"))
     p = watch.add_parser("list", help="the watch list with its last results")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.set_defaults(func=watches.cmd_watch_list)
+    p.set_defaults(func=_lazy("watches", "cmd_watch_list"))
     p = watch.add_parser("remove", help="stop watching (ID or URL); its links and alerts go too")
     p.add_argument("ref", metavar="ID|URL")
-    p.set_defaults(func=watches.cmd_watch_remove)
+    p.set_defaults(func=_lazy("watches", "cmd_watch_remove"))
     for name in ("enable", "disable"):
         p = watch.add_parser(name, help=f"{name} checking a watch")
         p.add_argument("id", metavar="ID|URL")
-        p.set_defaults(func=watches.cmd_watch_enable)
+        p.set_defaults(func=_lazy("watches", "cmd_watch_enable"))
     p = watch.add_parser("set", help="change a watch's interval")
     p.add_argument("id", metavar="ID|URL")
     p.add_argument("--interval")
-    p.set_defaults(func=watches.cmd_watch_set)
+    p.set_defaults(func=_lazy("watches", "cmd_watch_set"))
     p = watch.add_parser("import", help="add watches from a file: one URL per line, or CSV url,interval,name,tag")
     p.add_argument("file")
-    p.set_defaults(func=watches.cmd_watch_import)
-    watch.add_parser("export", help="print the watch list as CSV (import reads it back)").set_defaults(func=watches.cmd_watch_export)
+    p.set_defaults(func=_lazy("watches", "cmd_watch_import"))
+    watch.add_parser("export", help="print the watch list as CSV (import reads it back)").set_defaults(func=_lazy("watches", "cmd_watch_export"))
     p = watch.add_parser("recheck", help="check now, regardless of the schedule")
     p.add_argument("ref", nargs="?", metavar="ID|URL")
     p.add_argument("--all", action="store_true", help="every enabled watch")
-    p.set_defaults(func=watches.cmd_watch_recheck)
+    p.set_defaults(func=_lazy("watches", "cmd_watch_recheck"))
 
     p = sub.add_parser("links", help="links known for a watch, newest first")
     p.add_argument("ref", metavar="ID|URL")
     p.add_argument("--limit", type=int)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=watches.cmd_links)
+    p.set_defaults(func=_lazy("watches", "cmd_links"))
     p = sub.add_parser("alerts", help="new links found")
     p.add_argument("--watch", metavar="ID|URL")
     p.add_argument("--since", metavar="DURATION", help="e.g. 1h, 2d")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new alerts")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=watches.cmd_alerts)
+    p.set_defaults(func=_lazy("watches", "cmd_alerts"))
     p = sub.add_parser("status", help="processes, queue depths, watches due/in flight/failing, recent alerts")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=operations.cmd_status)
-    sub.add_parser("up", help="start the whole stack under supervisord").set_defaults(func=operations.cmd_up)
-    sub.add_parser("down", help="stop the whole stack").set_defaults(func=operations.cmd_down)
+    p.set_defaults(func=_lazy("operations", "cmd_status"))
+    sub.add_parser("up", help="start the whole stack under supervisord").set_defaults(func=_lazy("operations", "cmd_up"))
+    sub.add_parser("down", help="stop the whole stack").set_defaults(func=_lazy("operations", "cmd_down"))
     p = sub.add_parser("ctl", help="run supervisorctl against this stack (e.g. `monitor ctl status`)")
     p.add_argument("args", nargs=argparse.REMAINDER)
     p.set_defaults(func=None)
     p = sub.add_parser("check", help="fetch one page once and print its links (touches no store)")
     p.add_argument("url")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=operations.cmd_check, needs_store=False)
+    p.set_defaults(func=_lazy("operations", "cmd_check"), needs_store=False)
     proxy = sub.add_parser("proxy", help="the proxy pool (VPN exits)").add_subparsers(dest="command", required=True, metavar="ACTION")
     p = proxy.add_parser("add", help="add a proxy: http://, https://, socks5:// with optional user:password@")
     p.add_argument("url")
-    p.set_defaults(func=fleet.cmd_proxy_add)
+    p.set_defaults(func=_lazy("fleet", "cmd_proxy_add"))
     p = proxy.add_parser("list", help="proxies (passwords masked), lease, last error, requests, refusals")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=fleet.cmd_proxy_list)
+    p.set_defaults(func=_lazy("fleet", "cmd_proxy_list"))
     p = proxy.add_parser("remove", help="remove a proxy (ID or URL)")
     p.add_argument("ref", metavar="ID|URL")
-    p.set_defaults(func=fleet.cmd_proxy_remove)
+    p.set_defaults(func=_lazy("fleet", "cmd_proxy_remove"))
     p = proxy.add_parser("test", help="fetch a page through a proxy (ID or URL) and say how it went")
     p.add_argument("ref", metavar="ID|URL")
     p.add_argument("--page", default="https://example.org/", help="the page to fetch (default https://example.org/)")
-    p.set_defaults(func=fleet.cmd_proxy_test)
+    p.set_defaults(func=_lazy("fleet", "cmd_proxy_test"))
     p = sub.add_parser("workers", help="the worker fleet: state, last heartbeat, jobs, proxies")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=fleet.cmd_workers)
+    p.set_defaults(func=_lazy("fleet", "cmd_workers"))
     dlq = sub.add_parser("dlq", help="messages the pipeline refused").add_subparsers(dest="command", required=True, metavar="ACTION")
     p = dlq.add_parser("list", help="show dead letters: id, origin queue, reason, body")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=operations.cmd_dlq_list, needs_store=False)
+    p.set_defaults(func=_lazy("operations", "cmd_dlq_list"), needs_store=False)
     p = dlq.add_parser("replay", help="send dead letters back to the queue they came from")
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--all", action="store_true")
-    p.set_defaults(func=operations.cmd_dlq_replay, needs_store=False)
-    dlq.add_parser("purge", help="delete every dead letter").set_defaults(func=operations.cmd_dlq_purge, needs_store=False)
+    p.set_defaults(func=_lazy("operations", "cmd_dlq_replay"), needs_store=False)
+    dlq.add_parser("purge", help="delete every dead letter").set_defaults(func=_lazy("operations", "cmd_dlq_purge"), needs_store=False)
     db = sub.add_parser("db", help="database maintenance").add_subparsers(dest="command", required=True, metavar="ACTION")
-    db.add_parser("upgrade", help="apply pending migrations").set_defaults(func=operations.cmd_db_upgrade, needs_store=False)
+    db.add_parser("upgrade", help="apply pending migrations").set_defaults(func=_lazy("operations", "cmd_db_upgrade"), needs_store=False)
     p = sub.add_parser("demo", help="run a local site that publishes links, watch it, show alerts")
     p.add_argument("--every", type=float, default=3.0, help="seconds between new stories (default 3)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
-    p.set_defaults(func=operations.cmd_demo)
+    p.set_defaults(func=_lazy("operations", "cmd_demo"))
     return parser
 
 
@@ -116,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"monitor: configuration error: {exc}", file=sys.stderr)
         return 2
     if args.func is None:  # ctl
+        from monitor import stack
         return stack.ctl(config, args.args)
     store = None
     try:

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from monitor.check import check_page
 from monitor.config import Config
-from monitor.fetch import FetchError, fetch
+from monitor.fetch import Connections, FetchError, fetch
 from monitor.messages import Job
 from tests.hostile import HostileOrigin
 
@@ -89,3 +91,43 @@ def test_an_unchanged_body_is_not_parsed_and_a_changed_one_is(origin):
     assert (same.status, same.not_modified_by, same.context) == ("not_modified", "hash", [])
     changed = check_page(Job(origin + "/ok", 6, content_hash="0" * 32), CONFIG)
     assert changed.status == "ok" and [link["url"] for link in changed.context] == [origin + "/x"]
+
+
+class _KeepAliveHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    connections = 0
+
+    def setup(self) -> None:
+        type(self).connections += 1
+        super().setup()
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        body = b'<a href="/x">X</a>' if self.path == "/ok" else b"gone " * 10_000
+        self.send_response(200 if self.path == "/ok" else 404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_fetch_threads_share_keep_alive_connections_and_never_reuse_a_half_read_one():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    connections = Connections()
+    try:
+        for _ in range(3):  # one fetch after another, each from a thread of its own
+            thread = threading.Thread(target=fetch, args=(base + "/ok", CONFIG, connections))
+            thread.start()
+            thread.join(10)
+        assert _KeepAliveHandler.connections == 1
+        with pytest.raises(FetchError, match="HTTP 404"):
+            fetch(base + "/missing", CONFIG, connections)  # its body is left unread
+        assert fetch(base + "/ok", CONFIG, connections).body == b'<a href="/x">X</a>'
+        assert _KeepAliveHandler.connections == 2
+    finally:
+        server.shutdown()
+        server.server_close()
