@@ -59,8 +59,10 @@ class Master:
         except InvalidMessage as exc:
             self.log.warning("host event dropped", reason=str(exc))
         else:
-            self.store.disable_host(event.host, event.until, event.reason, time.time())
-            self.log.info("host disabled", host=event.host, until=event.until, by=event.worker, reason=event.reason)
+            now = time.time()
+            until = min(event.until, now + self.config.host_cooldown)  # no worker disables a host for longer
+            self.store.disable_host(event.host, until, event.reason, now)
+            self.log.info("host disabled", host=event.host, until=until, by=event.worker, reason=event.reason)
         channel.basic_ack(method.delivery_tag)
 
     def check_fleet(self) -> None:
@@ -71,9 +73,9 @@ class Master:
         """Serve until ``stop`` is set, reconnecting whenever the broker goes away."""
         def session(connection) -> None:
             channel = amqp.open_channel(connection, self.config, prefetch=100)
-            channel.basic_consume(amqp.CONTROL_QUEUE, self.on_request)
-            channel.basic_consume(amqp.HEARTBEAT_QUEUE, self.on_heartbeat)
-            channel.basic_consume(amqp.HOST_EVENTS_CONTROLLER, self.on_host_event)
+            for queue, handler in ((amqp.CONTROL_QUEUE, self.on_request), (amqp.HEARTBEAT_QUEUE, self.on_heartbeat),
+                                   (amqp.HOST_EVENTS_CONTROLLER, self.on_host_event)):
+                channel.basic_consume(queue, amqp.rejecting_failures(handler, self.log, queue))
             self.log.info("serving", queues=[amqp.CONTROL_QUEUE, amqp.HEARTBEAT_QUEUE, amqp.HOST_EVENTS_CONTROLLER])
             last_check = 0.0
             while not stop.is_set():

@@ -15,12 +15,15 @@ whatever arrived within ``GROUP_WAIT`` seconds), and per group, exactly once in 
 A crash anywhere leaves either unacked tasks (redelivered; their links are now known, so
 nothing doubles) or an outbox record (applied again at start; SQLite inserts are
 idempotent and sinks skip alert ids they already have). A group that fails is retried
-task by task, so one task that can never succeed does not hold its group-mates back.
+task by task, so one task that can never succeed does not hold its group-mates back, and
+an outbox record that fails ``QUARANTINE_AFTER`` times is moved to ``dead_letter`` (origin
+``outbox``), so it never blocks the records behind it.
 The first successful check of a watch is its baseline: links recorded, no alerts. A
 ``not_modified`` task (304, or the same body as last time) touches no link.
 """
 from __future__ import annotations
 
+import json
 import time
 
 from monitor import amqp
@@ -33,6 +36,8 @@ from monitor.store import CheckResult, LinkRecord, Store, Validators, open_store
 from monitor.urls import BadURL, normalize
 
 GROUP_WAIT = 0.05  # seconds a group waits for more tasks once the queue goes quiet
+QUARANTINE_AFTER = 3  # failed attempts before an outbox record is moved aside
+QUARANTINE = "outbox"  # the origin `monitor dlq list` shows for a quarantined outbox record
 GROUP_LINKS = 20_000  # a group closes at this many links too: its memory is bounded, whatever the pages
 
 
@@ -55,6 +60,7 @@ class Processor:
         self.sinks = sinks
         self.log = get_logger("processor")
         self.outbox_dirty = True  # drain before the first group: a crash may have left records
+        self.attempts: dict[bytes, int] = {}  # failed attempts per outbox record
 
     def handle(self, task: Task) -> int:
         """Make one task's effects durable; return the number of alerts raised."""
@@ -129,34 +135,50 @@ class Processor:
         self.index.done(key)
         return len(alerts)
 
-    def drain_outbox(self) -> int:
+    def drain_outbox(self, channel=None) -> int:
         """Apply every outbox record a crash or a failure left behind; return how many were
         applied. A group record that fails is split into one record per check, so one check
-        that cannot be applied leaves only itself behind (and the records after it go on)."""
+        that cannot be applied leaves only itself behind (and the records after it go on).
+        A record that fails ``QUARANTINE_AFTER`` times is moved to ``dead_letter`` (through
+        ``channel``, when given), where ``monitor dlq list`` shows it and why."""
         applied = failed = 0
         for key, record in self.index.outbox():
             try:
                 self.apply(key, record, recovering=True)
                 applied += 1
                 continue
-            except Exception:
+            except Exception as exc:
                 checks = record.get("checks", [])
                 if len(checks) < 2:
-                    self.log.error("outbox record failed, left for a later attempt", exc_info=True)
-                    failed += 1
+                    failed += not self._failed(key, record, exc, channel)
                     continue
             for part_key, part in self.index.split(key, [{"checks": [check]} for check in checks]):
                 try:
                     self.apply(part_key, part, recovering=True)
                     applied += 1
-                except Exception:
-                    self.log.error("outbox record failed, left for a later attempt", exc_info=True,
-                                   watch_id=part["checks"][0]["watch_id"])
-                    failed += 1
+                except Exception as exc:
+                    failed += not self._failed(part_key, part, exc, channel)
         self.outbox_dirty = failed > 0
         if applied:
             self.log.info("outbox drained", records=applied, left=failed)
         return applied
+
+    def _failed(self, key: bytes, record: dict, exc: Exception, channel) -> bool:
+        """Count a failed attempt at an outbox record; quarantine it after the last one.
+        Return whether it is out of the outbox now."""
+        reason = f"{type(exc).__name__}: {exc}"[:300]
+        watch_ids = [check.get("watch_id") for check in record.get("checks", [record])]
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        if self.attempts[key] < QUARANTINE_AFTER or channel is None:
+            self.log.error("outbox record failed, left for a later attempt", reason=reason, watch_ids=watch_ids,
+                           attempt=self.attempts[key])
+            return False
+        amqp.publish(channel, amqp.DEAD_LETTER, json.dumps(record, ensure_ascii=True).encode("ascii"),
+                     headers={"x-first-death-queue": QUARANTINE, "x-first-death-reason": f"apply failed: {reason}"})
+        self.index.done(key)
+        del self.attempts[key]
+        self.log.error("outbox record quarantined to dead_letter", reason=reason, watch_ids=watch_ids)
+        return True
 
     def on_group(self, channel, group: list[tuple[int, Task]]) -> None:
         """Handle a group of deliveries: one ``multiple`` ack once their effects are durable.
@@ -164,7 +186,7 @@ class Processor:
         (the queue's delivery limit dead-letters a task that can never succeed)."""
         try:
             if self.outbox_dirty:
-                self.drain_outbox()
+                self.drain_outbox(channel)
             alerts = self.handle_group([task for _, task in group])
         except Exception:
             self.log.error("group failed, retrying task by task", exc_info=True, tasks=len(group))
@@ -178,7 +200,7 @@ class Processor:
     def _one_by_one(self, channel, tag: int, task: Task) -> None:
         try:
             if self.outbox_dirty:
-                self.drain_outbox()
+                self.drain_outbox(channel)
             self.handle(task)
         except Exception:
             # SQLite busy past its timeout, a full disk, a sink that cannot write: retry later.

@@ -129,7 +129,8 @@ def declare_with_blocking_client(config: Config, log: EventLogger) -> None:
             connection.close()
 
 
-def publish(channel, queue: str, body: bytes, message_id: str | None = None, exchange: str = "") -> None:
+def publish(channel, queue: str, body: bytes, message_id: str | None = None, exchange: str = "",
+            headers: dict[str, str] | None = None) -> None:
     """Publish a persistent message and wait for the broker's confirm; raise PublishFailed otherwise.
 
     Each message gets an id (kept when replayed from ``dead_letter``) so it can be named.
@@ -138,7 +139,7 @@ def publish(channel, queue: str, body: bytes, message_id: str | None = None, exc
         channel.basic_publish(
             exchange=exchange, routing_key=queue, body=body, mandatory=True,
             properties=pika.BasicProperties(delivery_mode=2, content_type="application/json",
-                                            message_id=message_id or uuid.uuid4().hex),
+                                            message_id=message_id or uuid.uuid4().hex, headers=headers),
         )
     except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as exc:
         raise PublishFailed(f"broker did not accept the message for {queue}: {type(exc).__name__}") from None
@@ -173,6 +174,23 @@ class RpcClient:
 def reply(channel, properties, body: bytes) -> None:
     """Answer a request received with ``reply_to`` and ``correlation_id``."""
     channel.basic_publish("", properties.reply_to, body, pika.BasicProperties(correlation_id=properties.correlation_id))
+
+
+def rejecting_failures(handler: Callable, log: EventLogger, queue: str) -> Callable:
+    """Wrap a consumer callback so that a message whose handling fails (a bad message the
+    schema let through, a value a store refuses) is logged and rejected, to ``dead_letter``
+    where the queue has one, instead of ending the process and coming back after every
+    restart. Broker errors still propagate: the connection is opened again."""
+    def on_message(channel, method, properties, body: bytes) -> None:
+        try:
+            handler(channel, method, properties, body)
+        except (PublishFailed, *RECOVERABLE):
+            raise
+        except Exception as exc:
+            log.error("message rejected: handling it failed", queue=queue,
+                      reason=f"{type(exc).__name__}: {exc}"[:300], body=body[:200].decode("utf-8", "replace"))
+            channel.basic_reject(method.delivery_tag, requeue=False)
+    return on_message
 
 
 def stop_on_signals() -> threading.Event:

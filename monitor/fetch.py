@@ -166,7 +166,7 @@ def fetch(url: str, config: Config, connections: Connections | None = None, prox
         response.close()
         try:
             current = normalize(urljoin(current, location))
-        except BadURL as exc:
+        except ValueError as exc:  # BadURL, or urljoin's own complaint
             raise FetchError(f"bad redirect: {exc}", response.status, current) from None
         if not current.startswith(("http://", "https://")):
             raise FetchError(f"redirect to a non-web URL {location!r}", response.status, current)

@@ -21,6 +21,12 @@ import json
 from dataclasses import dataclass, field
 
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+MAX_INT = 2**63 - 1  # SQLite's INTEGER
+MAX_STRING = 2048  # any string field: URLs, errors, validators, names
+MAX_LINK_TEXT = 300  # link text is cut to this many characters at extraction
+MAX_LIST = 100_000
+MAX_NAME = 255  # host names, worker names
+MAX_LEASE = 1000  # proxies one lease request may ask for
 # "skipped": not fetched on purpose (the host is in cooldown).
 STATUSES = ("ok", "not_modified", "error", "skipped")
 NOT_MODIFIED_BY = ("http", "hash")
@@ -30,11 +36,15 @@ class InvalidMessage(ValueError):
     """A message body that does not match its schema; the text says what is wrong."""
 
 
+def _no_constant(name: str):
+    raise InvalidMessage(f"{name} is not a number a message may carry")
+
+
 def _decode(body: bytes) -> dict:
     if len(body) > MAX_MESSAGE_BYTES:
         raise InvalidMessage(f"message of {len(body)} bytes exceeds the {MAX_MESSAGE_BYTES} byte limit")
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_no_constant)  # Python's json takes NaN and Infinity
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidMessage(f"not JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -42,16 +52,41 @@ def _decode(body: bytes) -> dict:
     return data
 
 
-def _require(data: dict, name: str, kind: type | tuple[type, ...], optional: bool = False):
+def check_text(value: str, name: str, max_chars: int = MAX_STRING) -> str:
+    """``value`` when it is at most ``max_chars`` characters of text UTF-8 can carry (JSON
+    escapes can smuggle lone surrogates in, which every store downstream refuses)."""
+    if len(value) > max_chars:
+        raise InvalidMessage(f"field {name!r} is longer than {max_chars} characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidMessage(f"field {name!r} is not valid text (a lone surrogate)") from None
+    return value
+
+
+def _check(value, name: str, kind: type | tuple[type, ...], minimum: float, maximum: float, max_chars: int):
+    # bool is an int in Python; an id of `true` is still wrong.
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        raise InvalidMessage(f"field {name!r} has the wrong type ({type(value).__name__})")
+    if isinstance(value, str):
+        return check_text(value, name, max_chars)
+    if isinstance(value, (int, float)) and not minimum <= value <= maximum:  # NaN fails this too
+        raise InvalidMessage(f"field {name!r} is out of range ({value!r})")
+    if isinstance(value, (list, dict)) and len(value) > MAX_LIST:
+        raise InvalidMessage(f"field {name!r} has more than {MAX_LIST} items")
+    return value
+
+
+def _require(data: dict, name: str, kind: type | tuple[type, ...], optional: bool = False,
+             minimum: float = -MAX_INT, maximum: float = MAX_INT, max_chars: int = MAX_STRING):
+    """Field ``name`` of ``data``: of ``kind``, numbers within [minimum, maximum] (finite),
+    strings valid text of at most ``max_chars`` characters, lists and objects bounded."""
     if name not in data or data[name] is None:
         if optional:
             return None
         raise InvalidMessage(f"missing field {name!r}")
-    value = data[name]
-    # bool is an int in Python; an id of `true` is still wrong.
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        raise InvalidMessage(f"field {name!r} has the wrong type ({type(value).__name__})")
-    return value
+    return _check(data[name], name, kind, minimum, maximum, max_chars)
 
 
 def _encode(data: dict) -> bytes:
@@ -76,8 +111,8 @@ class Job:
         data = _decode(body)
         return cls(
             base_url=_require(data, "baseUrl", str),
-            id=_require(data, "id", int),
-            enqueued_at=_require(data, "enqueued_at", (int, float), optional=True),
+            id=_require(data, "id", int, minimum=1),
+            enqueued_at=_require(data, "enqueued_at", (int, float), optional=True, minimum=0),
             etag=_require(data, "etag", str, optional=True),
             last_modified=_require(data, "last_modified", str, optional=True),
             content_hash=_require(data, "content_hash", str, optional=True),
@@ -117,6 +152,8 @@ class Task:
         for i, link in enumerate(context):
             if not isinstance(link, dict) or not isinstance(link.get("url"), str) or not isinstance(link.get("text", ""), str):
                 raise InvalidMessage(f"context[{i}] must be an object with string 'url' and 'text'")
+            check_text(link["url"], f"context[{i}].url")
+            check_text(link.get("text", ""), f"context[{i}].text", MAX_LINK_TEXT)
         status = _require(data, "status", str, optional=True)
         status = "ok" if status is None else status
         if status not in STATUSES:
@@ -126,14 +163,14 @@ class Task:
             raise InvalidMessage("status 'not_modified' needs 'not_modified_by' ('http' or 'hash'), and only it")
         return cls(
             base_url=_require(data, "baseUrl", str),
-            id=_require(data, "id", int),
+            id=_require(data, "id", int, minimum=1),
             context=[{"url": link["url"], "text": link.get("text", "")} for link in context],
             status=status,
             error=_require(data, "error", str, optional=True),
             final_url=_require(data, "final_url", str, optional=True),
-            fetched_at=_require(data, "fetched_at", (int, float), optional=True),
-            elapsed_ms=_require(data, "elapsed_ms", int, optional=True),
-            http_status=_require(data, "http_status", int, optional=True),
+            fetched_at=_require(data, "fetched_at", (int, float), optional=True, minimum=0),
+            elapsed_ms=_require(data, "elapsed_ms", int, optional=True, minimum=0),
+            http_status=_require(data, "http_status", int, optional=True, minimum=100, maximum=999),
             worker=_require(data, "worker", str, optional=True),
             etag=_require(data, "etag", str, optional=True),
             last_modified=_require(data, "last_modified", str, optional=True),
@@ -177,10 +214,12 @@ class LeaseRequest:
         op = _require(data, "op", str)
         if op not in ("lease", "release"):
             raise InvalidMessage(f"unknown op {op!r}")
-        exclude = _require(data, "exclude", list, optional=True) or []
-        if not all(isinstance(item, int) and not isinstance(item, bool) for item in exclude):
-            raise InvalidMessage("field 'exclude' must be a list of proxy ids")
-        return cls(op, _require(data, "worker", str), _require(data, "count", int, optional=True) or 0, exclude)
+        exclude = [_check(item, "exclude[]", int, 1, MAX_INT, 0)
+                   for item in _require(data, "exclude", list, optional=True) or []]
+        count = _require(data, "count", int, optional=True, minimum=0, maximum=MAX_LEASE) or 0
+        if op == "lease" and count < 1:
+            raise InvalidMessage("a lease asks for at least one proxy")
+        return cls(op, _require(data, "worker", str, max_chars=MAX_NAME), count, exclude)
 
 
 @dataclass(frozen=True)
@@ -197,8 +236,15 @@ class LeaseReply:
     @classmethod
     def from_bytes(cls, body: bytes) -> "LeaseReply":
         data = _decode(body)
-        return cls(_require(data, "proxies", list), _require(data, "pool_size", int),
-                   _require(data, "disabled_hosts", dict, optional=True) or {})
+        proxies = []
+        for proxy in _require(data, "proxies", list):
+            if not isinstance(proxy, dict):
+                raise InvalidMessage("field 'proxies' must be a list of objects")
+            proxies.append({"id": _require(proxy, "id", int, minimum=1), "url": _require(proxy, "url", str)})
+        disabled = _require(data, "disabled_hosts", dict, optional=True) or {}
+        return cls(proxies, _require(data, "pool_size", int, minimum=0),
+                   {check_text(host, "disabled_hosts", MAX_NAME): _check(until, "disabled_hosts[]", (int, float), 0, MAX_INT, 0)
+                    for host, until in disabled.items()})
 
 
 @dataclass(frozen=True)
@@ -224,10 +270,20 @@ class Heartbeat:
         state = _require(data, "state", str, optional=True) or "alive"
         if state not in ("alive", "stopped"):
             raise InvalidMessage(f"unknown state {state!r}")
-        return cls(_require(data, "worker", str), _require(data, "host", str), _require(data, "pid", int),
-                   _require(data, "started_at", (int, float)), state, _require(data, "jobs_done", int, optional=True) or 0,
-                   _require(data, "errors", int, optional=True) or 0, _require(data, "current_job", str, optional=True),
-                   _require(data, "proxies", list, optional=True) or [])
+        proxies = []
+        for proxy in _require(data, "proxies", list, optional=True) or []:
+            if not isinstance(proxy, dict):
+                raise InvalidMessage("field 'proxies' must be a list of objects")
+            proxies.append({"id": _require(proxy, "id", int, minimum=1),
+                            "requests": _require(proxy, "requests", int, optional=True, minimum=0) or 0,
+                            "refusals": _require(proxy, "refusals", int, optional=True, minimum=0) or 0,
+                            "last_error": _require(proxy, "last_error", str, optional=True)})
+        return cls(_require(data, "worker", str, max_chars=MAX_NAME), _require(data, "host", str, max_chars=MAX_NAME),
+                   _require(data, "pid", int, minimum=1, maximum=2**31 - 1),
+                   _require(data, "started_at", (int, float), minimum=0), state,
+                   _require(data, "jobs_done", int, optional=True, minimum=0) or 0,
+                   _require(data, "errors", int, optional=True, minimum=0) or 0,
+                   _require(data, "current_job", str, optional=True), proxies)
 
 
 @dataclass(frozen=True)
@@ -244,5 +300,5 @@ class HostDisabled:
     @classmethod
     def from_bytes(cls, body: bytes) -> "HostDisabled":
         data = _decode(body)
-        return cls(_require(data, "host", str), _require(data, "until", (int, float)),
-                   _require(data, "reason", str), _require(data, "worker", str))
+        return cls(_require(data, "host", str, max_chars=MAX_NAME), _require(data, "until", (int, float), minimum=0),
+                   _require(data, "reason", str), _require(data, "worker", str, max_chars=MAX_NAME))

@@ -19,7 +19,7 @@ _SAFE_PATH = "/:@!$&'()*+,;=-._~%"
 _SAFE_QUERY = _SAFE_PATH + "?"
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 _UNRESERVED = set(string.ascii_letters + string.digits + "-._~")
-_HOST = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$|^[0-9a-f:.]+$")
+_HOST = re.compile(r"^[a-z0-9_-]{1,63}(\.[a-z0-9_-]{1,63})*$|^[0-9a-f.]*:[0-9a-f:.]*$")  # DNS labels of 1-63 characters, or an IPv6 literal
 # NAT64 (RFC 6052) and IPv4-translated (RFC 2765) addresses embed an IPv4 address in their last 32 bits.
 _EMBEDDING_IPV4 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::ffff:0:0:0/96"))
 
@@ -32,7 +32,7 @@ _EMBEDDING_IPV4 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network(":
 _CHAR = r"[A-Za-z0-9:@!$&'()*+,;=\-_~%]"  # a "%" must start an escape: checked apart
 _PLAIN = r"(?:/(?![.])" + _CHAR + r"*(?:\." + _CHAR + r"+)*)*"
 _QUERY = r"(?:\?[A-Za-z0-9/:@!$&'()*+,;=\-._~?%]*)?"
-_ABSOLUTE = re.compile(r"(https?)://[a-z0-9_-]+(?:\.[a-z0-9_-]+)*(?::([1-9][0-9]{0,4}))?"
+_ABSOLUTE = re.compile(r"(https?)://[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*(?::([1-9][0-9]{0,4}))?"
                        r"(" + _PLAIN + r"/?)(" + _QUERY + r")(?:#.*)?", re.S)
 NORMAL_PATH = re.compile(r"(" + _PLAIN + r"/?)(" + _QUERY + r")(?:#.*)?", re.S)
 # normalize() rewrites these: a lone "%", a lower-case escape, an escaped unreserved character.
@@ -54,7 +54,7 @@ def _host(parts: SplitResult) -> str:
     except UnicodeError:
         raise BadURL(f"invalid host name {parts.hostname!r}") from None
     host = host.lower().rstrip(".")
-    if not _HOST.match(host):
+    if len(host) > 253 or not _HOST.match(host):
         raise BadURL(f"invalid host name {parts.hostname!r}")
     return host
 
@@ -96,7 +96,14 @@ def normalize(url: str) -> str:
     order (it is often meaningful on news sites).
     """
     normal = normal_parts(url)
-    return join_normal(*normal) if normal is not None else _canonical(url)
+    if normal is not None:
+        return join_normal(*normal)
+    try:
+        return _canonical(url)
+    except BadURL:
+        raise
+    except ValueError as exc:  # urlsplit's own complaints, such as an unclosed "[" of an IPv6 host
+        raise BadURL(f"{url[:200]!r} is not a valid URL: {exc}") from None
 
 
 def _canonical(url: str) -> str:
@@ -126,7 +133,10 @@ def validate_watch_url(url: str) -> str:
     text = (url or "").strip()
     if not text:
         raise BadURL("empty URL")
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        raise BadURL(f"{text[:200]!r} is not a valid URL: {exc}") from None
     if not parts.scheme or "://" not in text:
         raise BadURL(f"{text!r} has no scheme: write it as https://{text.lstrip('/')}")
     if parts.scheme.lower() not in WEB_SCHEMES:
@@ -138,27 +148,29 @@ def validate_watch_url(url: str) -> str:
     return normalize(text)
 
 
+def _unwrapped(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address, or the IPv4 address an IPv6 one carries (IPv4-mapped, 6to4, NAT64,
+    IPv4-translated): the host that is reached in the end."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in network for network in _EMBEDDING_IPV4) or 1 < int(ip) < 2**32:  # or IPv4-compatible ::a.b.c.d
+            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        return ip.ipv4_mapped or ip.sixtofour or ip
+    return ip
+
+
 def is_public_address(address: str) -> bool:
     """True for globally routable addresses; False for loopback, private, link-local
     (cloud metadata lives at 169.254.169.254), shared, reserved and multicast ones."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour
-        if any(ip in network for network in _EMBEDDING_IPV4):
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None:
-            ip = embedded
-        elif int(ip) >> 32 == 0:  # deprecated IPv4-compatible ::a.b.c.d
-            return False
+    if ":" in address and int(ipaddress.ip_address(address.split("%", 1)[0])) < 2**32:
+        return False  # ::, ::1 and the deprecated IPv4-compatible ::a.b.c.d
+    ip = _unwrapped(address)
     return ip.is_global and not ip.is_multicast
 
 
 def is_link_local(address: str) -> bool:
-    """169.254.0.0/16 and fe80::/10: where cloud metadata services answer."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_link_local
+    """169.254.0.0/16 and fe80::/10, however wrapped: where cloud metadata services answer."""
+    return _unwrapped(address).is_link_local
 
 
 def check_public(url: str, allow_private: bool = False) -> None:
@@ -168,12 +180,14 @@ def check_public(url: str, allow_private: bool = False) -> None:
     networks too, but never link-local ones (cloud metadata). Called at ``watch add`` and
     again before every request (including each redirect hop), because DNS answers change.
     """
-    parts = urlsplit(url)
-    host = parts.hostname or ""
     try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
         infos = socket.getaddrinfo(host, parts.port or _DEFAULT_PORTS.get(parts.scheme, 80), proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
         raise Unresolvable(f"cannot resolve {host}: {exc.strerror}") from None
+    except ValueError as exc:  # a bad port, an unclosed "[", a host label IDNA refuses (UnicodeError)
+        raise BadURL(f"{url[:200]!r} is not a valid URL: {exc}") from None
     for info in infos:
         address = info[4][0]
         if is_link_local(address):

@@ -118,11 +118,13 @@ class Cooldowns:
     """The shared host disable list: ``{host: until}``. Thread-safe (its own lock, so the
     thread that receives announcements never waits for a lease in progress)."""
 
-    def __init__(self) -> None:
+    def __init__(self, longest: float = 7200.0) -> None:
         self.until: dict[str, float] = {}
+        self.longest = longest  # no announcement disables a host for longer than this from now
         self._lock = threading.Lock()
 
     def disable(self, host: str, until: float) -> None:
+        until = min(until, time.time() + self.longest)
         with self._lock:
             self.until[host] = max(until, self.until.get(host, 0.0))
 

@@ -28,7 +28,7 @@ from monitor.async_amqp import AsyncClient, Delivery
 from monitor.check import task_from_error, task_from_page
 from monitor.fetch import Connections, FetchError, fetch
 from monitor.log import get_logger
-from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, Job, Task
+from monitor.messages import MAX_MESSAGE_BYTES, Heartbeat, HostDisabled, InvalidMessage, Job, Task
 from workers.control import UNAVAILABLE, ControlLink
 from workers.dispatch import HostQueues
 from workers.exits import Cooldowns, ExitPool, Politeness
@@ -45,7 +45,7 @@ class Worker:
         self.control = ControlLink(config, name, self.log)
         self.exits_lock = threading.Lock()  # guards the exit pool
         self.pool = ExitPool(self.control.lease, config.proxies_per_worker)
-        self.cooldowns = Cooldowns()
+        self.cooldowns = Cooldowns(config.host_cooldown)
         self.politeness = Politeness(config.politeness_delay)
         self.client = AsyncClient(config, self.log, consume=(amqp.JOB_QUEUE, config.worker_concurrency, self.on_delivery),
                                   subscribe=[(amqp.HOST_EVENTS, self.on_host_event)])
@@ -107,7 +107,12 @@ class Worker:
             self.log.error("check failed", exc_info=True, watch_id=job.id)
             task = Task(job.base_url, job.id, [], status="error", error=f"{type(exc).__name__}: {exc}"[:300],
                         fetched_at=time.time(), worker=self.name)
-        self.client.publish(amqp.TASK_QUEUE, task.to_bytes(), lambda ok: self._published(job, delivery, task, ok),
+        body = task.to_bytes()
+        if len(body) > MAX_MESSAGE_BYTES:  # the broker and the processor would refuse it
+            task = Task(job.base_url, job.id, [], status="error", fetched_at=task.fetched_at, worker=self.name,
+                        error=f"the page's links make a task of {len(body)} bytes, over {MAX_MESSAGE_BYTES}")
+            body = task.to_bytes()
+        self.client.publish(amqp.TASK_QUEUE, body, lambda ok: self._published(job, delivery, task, ok),
                             delivery=delivery)
 
     def _published(self, job: Job, delivery: Delivery, task: Task, ok: bool) -> None:

@@ -1,6 +1,9 @@
 """Decode a page body to text, choosing the encoding in the browser's order: byte order
-mark, HTTP ``charset``, ``<meta charset>`` in the first 1024 bytes, then sniffing. A
-declaration that cannot decode the bytes (a lying charset) is passed over.
+mark, HTTP ``charset``, ``<meta charset>`` in the first 1024 bytes, then sniffing. The
+declared encoding is kept even when some bytes do not fit it: they become U+FFFD, as in
+browsers (switching the whole page to another encoding for one bad byte turned every
+non-ASCII link into a new, wrong URL). One exception: bytes that are all valid UTF-8 are
+read as UTF-8 whatever a legacy declaration says (mislabelled pages are common).
 
 Both parse engines get text, never bytes (lexbor would assume UTF-8 for bytes).
 """
@@ -26,13 +29,13 @@ def _codec_name(label: str | None) -> str | None:
     return "cp1252" if name in _WINDOWS_1252_ALIASES else name
 
 
-def _try_decode(body: bytes, codec: str) -> str | None:
+def _decode_as(body: bytes, codec: str) -> str:
     try:
         return body.decode(codec)
     except UnicodeDecodeError:
-        if codec == "cp1252":  # undefined bytes: decode the way browsers do
+        if codec == "cp1252":  # the five undefined bytes: decode the way browsers do
             return body.decode("latin-1")
-        return None
+        return body.decode(codec, errors="replace")
 
 
 def _looks_utf8(body: bytes) -> bool:
@@ -58,9 +61,7 @@ def decode_html(body: bytes, http_charset: str | None = None) -> str:
             codec = "utf-8"  # a <meta> or header claiming UTF-16 without a BOM is ignored by browsers
         if codec != "utf-8" and _looks_utf8(body):
             codec = "utf-8"
-        text = _try_decode(body, codec)
-        if text is not None:
-            return text
+        return _decode_as(body, codec)
     if _looks_utf8(body) or body.isascii():
         return body.decode("utf-8")
-    return _try_decode(body, "cp1252") or body.decode("utf-8", errors="replace")
+    return _decode_as(body, "cp1252")

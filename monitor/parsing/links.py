@@ -4,8 +4,11 @@ they resolve against, and how the page's list is kept (each URL once, first wins
 * URL: the ``href`` (for an SVG ``<a>`` without one, ``xlink:href``: browsers follow both)
   resolved against the document base, kept when it is http(s), fragment dropped,
   normalised by :func:`monitor.urls.normalize`.
-* Text: what a browser shows inside the anchor, whitespace-normalised; never the content
-  of ``<script>``, ``<style>`` or ``<template>``.
+* Text: what a browser shows inside the anchor, whitespace-normalised, cut to
+  ``MAX_LINK_TEXT`` characters; never the content of ``<script>``, ``<style>`` or ``<template>``.
+  (Anchors nested in SVG each hold their descendants' text: uncut, a 19 KB page made
+  2.5 MB of link text.)
+* Length: a URL longer than ``MAX_STRING`` characters is not a link anyone publishes.
 * Base: the first ``<base href>`` outside any ``<template>``, resolved against the page URL.
 """
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
+from monitor.messages import MAX_LINK_TEXT, MAX_STRING
 from monitor.urls import NORMAL_PATH, WEB_SCHEMES, BadURL, has_unusual_escape, join_normal, normal_parts, normalize
 
 ASCII_WHITESPACE = " \t\n\r\f"
@@ -112,10 +116,10 @@ class LinkList:
     def new_url(self, href: str) -> str | None:
         """The URL of an anchor's ``href`` when it is a web link not seen yet on this page."""
         url = self.resolver.resolve(href)
-        return None if url is None or url in self.seen else url
+        return None if url is None or url in self.seen or len(url) > MAX_STRING else url
 
     def append(self, url: str, text: str) -> bool:
         """Add a link (a URL from :meth:`new_url`); False once the limit is reached (stop walking)."""
         self.seen.add(url)
-        self.links.append(Link(url, text))
+        self.links.append(Link(url, text if len(text) <= MAX_LINK_TEXT else text[:MAX_LINK_TEXT].rstrip()))
         return self.limit is None or len(self.links) < self.limit

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 
 from monitor import amqp
+from monitor.linkindex import LinkIndex
+from monitor.messages import Task
 from tests.helpers import wait_for
 
 PAGE = [("/a", "A story")]
@@ -86,3 +89,53 @@ def test_a_job_that_keeps_killing_its_worker_is_dead_lettered_then_replayed(pipe
     wait_for(lambda: pipeline.watch(killer).last_status == "ok", timeout=60, message="the replayed job")
     assert _dead_count(channel) == 0
     assert pipeline.cli("dlq", "replay", "no-such-id").returncode == 2
+
+
+def test_hostile_control_messages_neither_stop_the_master_nor_break_a_worker(pipeline, site):
+    """NaN cooldowns, huge pids, a lease for -1 proxies: each is refused with a logged
+    reason; the master keeps serving and the worker keeps checking the host named."""
+    pipeline.processor()
+    worker = pipeline.worker()
+    watch_id = pipeline.store.add_watch(site.add_page("/", PAGE), 3600).id
+    pipeline.publish_job(watch_id)
+    wait_for(lambda: pipeline.checks_done(watch_id) > 0, timeout=60, message="the first check")
+    channel = pipeline.channel()
+    bare = lambda data: json.dumps(data).replace('"NaN"', "NaN").encode()  # noqa: E731 - as Python's json writes it
+    channel.basic_publish(amqp.HOST_EVENTS, "", bare({"host": "127.0.0.1", "until": "NaN", "reason": "x", "worker": "w"}))
+    channel.basic_publish("", amqp.HEARTBEAT_QUEUE, bare({"worker": "w", "host": "h", "pid": 2**70, "started_at": 1}))
+    channel.basic_publish("", amqp.HEARTBEAT_QUEUE, bare({"worker": "w", "host": "h", "pid": 9, "started_at": 1,
+                                                           "proxies": [1]}))
+    channel.basic_publish("", amqp.CONTROL_QUEUE, bare({"op": "lease", "worker": "thief", "count": -1}))
+    wait_for(lambda: pipeline.master_proc.log_text().count("dropped") >= 4, timeout=30,
+             message="the master refusing all four messages")
+
+    before = pipeline.checks_done(watch_id)
+    pipeline.publish_job(watch_id)
+    wait_for(lambda: pipeline.checks_done(watch_id) > before, timeout=60, message="a check after the bad messages")
+    assert pipeline.watch(watch_id).last_status == "ok"
+    assert pipeline.master_proc.proc.poll() is None and worker.proc.poll() is None
+    assert "w" not in {record.id for record in pipeline.store.list_workers()}
+
+
+def test_an_outbox_record_that_keeps_failing_is_quarantined_and_blocks_nothing(pipeline, site):
+    """A record SQLite refuses on every attempt (a lone surrogate, as an older version let
+    through) is moved to dead_letter after three attempts; the tasks behind it go on."""
+    watch_id = pipeline.store.add_watch(site.add_page("/", PAGE), 3600).id
+    other_id = pipeline.store.add_watch(site.add_page("/other", PAGE), 3600).id
+    poison = {"checks": [{"watch_id": watch_id, "base_url": site.url("/"), "checked_at": time.time(),
+                          "status": "ok", "outcome": "ok", "validators": None, "http_status": 200, "elapsed_ms": 1,
+                          "links": [{"url": site.url("/x"), "text": "\ud800", "code": "abcdef",
+                                     "alert_id": f"{watch_id}-abcdef-0"}]}]}
+    index = LinkIndex(pipeline.config.leveldb_path)
+    index.commit({}, set(), poison)
+    index.close()
+
+    pipeline.processor()
+    for _ in range(3):  # each group first retries the outbox
+        before = pipeline.checks_done(other_id)
+        amqp.publish(pipeline.channel(), amqp.TASK_QUEUE, Task(site.url("/other"), other_id, []).to_bytes())
+        wait_for(lambda: pipeline.checks_done(other_id) > before, timeout=30, message="the task behind the record")
+    wait_for(lambda: "outbox" in pipeline.cli("dlq", "list").stdout, timeout=60, message="the quarantined record")
+    listed = pipeline.cli("dlq", "list").stdout
+    assert "apply failed: UnicodeEncodeError" in listed
+    assert pipeline.watch(other_id).last_status == "ok", "the tasks behind the record were applied"

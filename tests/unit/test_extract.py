@@ -232,6 +232,15 @@ def test_quoted_http_charset() -> None:
     assert decode_html("привет".encode("cp1251"), '"windows-1251"') == "привет"
 
 
+def test_one_bad_byte_keeps_a_utf8_page_utf8() -> None:
+    """Browsers decode with the declared encoding and show U+FFFD for a byte that does not
+    fit; switching the page to cp1252 would turn every non-ASCII link into a new URL."""
+    body = '<meta charset="utf-8"><a href="/wiki/Größe">Größe</a> '.encode("utf-8") + b"\xff"
+    for http_charset in (None, "utf-8"):
+        assert links(body, http_charset=http_charset) == [("https://example.com/wiki/Gr%C3%B6%C3%9Fe", "Größe")]
+        assert decode_html(body, http_charset).endswith("</a> \ufffd")
+
+
 def test_meta_charset() -> None:
     body = b'<meta charset="iso-8859-15">' + "<p>\u20ac 5</p>".encode("iso-8859-15")
     assert decode_html(body).endswith("<p>€ 5</p>")
@@ -253,8 +262,8 @@ def test_meta_beyond_the_first_1024_bytes_is_not_read() -> None:
     assert "привет" not in decode_html(body)
 
 
-def test_lying_utf8_charset_on_latin1_bytes() -> None:
-    assert decode_html(b"caf\xe9", "utf-8") == "café"
+def test_lying_utf8_charset_on_latin1_bytes_is_read_as_declared() -> None:
+    assert decode_html(b"caf\xe9", "utf-8") == "caf\ufffd"  # what a browser shows
 
 
 def test_lying_latin1_charset_on_utf8_bytes() -> None:
@@ -291,3 +300,16 @@ def test_missing_charset_with_utf8_bytes() -> None:
 def test_invalid_bytes_never_raise(body: bytes, charset: str | None) -> None:
     assert isinstance(decode_html(body, charset), str)
     extract_links(body, PAGE, charset)
+
+
+def test_link_text_is_bounded_even_for_anchors_nested_in_svg() -> None:
+    """bs4 and lexbor give each SVG <a> all its descendants' text: uncut, nested anchors
+    made megabytes of link data from a few KB of page."""
+    depth = 200
+    html = "<svg>" + "".join(f'<a href="/{n}">{"word " * 20}' for n in range(depth)) + "</a>" * depth + "</svg>"
+    found = links(html)
+    assert len(found) == depth and max(len(text) for _, text in found) <= 300 < len("word " * 20 * depth)
+
+
+def test_a_url_longer_than_2048_characters_is_not_a_link() -> None:
+    assert urls(f'<a href="/{"a" * 2100}">long</a><a href="/short">short</a>') == ["https://example.com/short"]

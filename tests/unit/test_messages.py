@@ -154,3 +154,46 @@ def test_body_at_the_limit_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(messages, "MAX_MESSAGE_BYTES", len(body))
     assert Task.from_bytes(body).id == 7
     assert "exceeds" in rejected(body + b" ")
+
+
+# --- strict schemas: nothing a store or a formatter would choke on -----------------------------
+@pytest.mark.parametrize("body, reason", [
+    (task_body(context=[{"url": "https://news.example/a", "text": "\ud800"}]), "not valid text (a lone surrogate)"),
+    (task_body(baseUrl="https://news.example/\udfff"), "not valid text"),
+    (task_body(context=[{"url": "https://news.example/a", "text": "x" * 301}]), "longer than 300 characters"),
+    (task_body(context=[{"url": "https://news.example/" + "a" * 2100, "text": ""}]), "longer than 2048 characters"),
+    (task_body(fetched_at=float("nan")), "NaN is not a number a message may carry"),
+    (task_body(id=2**70), "out of range"),
+    (task_body(id=0), "out of range"),
+    (task_body(http_status=-1), "out of range"),
+    (b'{"baseUrl": "https://a.example/", "id": 1, "context": [], "fetched_at": 1e999}', "out of range"),
+])
+def test_task_fields_must_be_storable(body: bytes, reason: str) -> None:
+    assert reason in rejected(body)
+
+
+CONTROL_CASES = [
+    (messages.HostDisabled, {"host": "a.example", "until": "NaN", "reason": "r", "worker": "w"}, "NaN"),
+    (messages.HostDisabled, {"host": "a.example", "until": "Infinity", "reason": "r", "worker": "w"}, "Infinity"),
+    (messages.Heartbeat, {"worker": "w", "host": "h", "pid": 2**70, "started_at": 1.0}, "out of range"),
+    (messages.Heartbeat, {"worker": "w", "host": "h", "pid": 5, "started_at": 1.0, "proxies": [1]}, "list of objects"),
+    (messages.Heartbeat, {"worker": "w", "host": "h", "pid": 5, "started_at": 1.0,
+                          "proxies": [{"id": 1, "requests": -3}]}, "out of range"),
+    (messages.LeaseRequest, {"op": "lease", "worker": "w", "count": -1}, "out of range"),
+    (messages.LeaseRequest, {"op": "lease", "worker": "w", "count": 0}, "at least one proxy"),
+    (messages.LeaseRequest, {"op": "lease", "worker": "w", "count": 1, "exclude": [True]}, "wrong type"),
+    (messages.LeaseReply, {"proxies": [{"id": 1, "url": "http://p:1"}], "pool_size": 1,
+                           "disabled_hosts": {"a.example": "NaN"}}, "NaN"),
+]
+
+
+@pytest.mark.parametrize("cls, data, reason", CONTROL_CASES, ids=[f"{case[0].__name__}-{n}" for n, case in enumerate(CONTROL_CASES)])
+def test_control_messages_are_strict(cls: type, data: dict, reason: str) -> None:
+    # NaN and Infinity are written bare, as Python's json writes them.
+    body = json.dumps(data).replace('"NaN"', "NaN").replace('"Infinity"', "Infinity").encode()
+    assert reason in rejected(body, cls)
+
+
+def test_a_release_needs_no_count() -> None:
+    request = messages.LeaseRequest.from_bytes(messages.LeaseRequest("release", "w").to_bytes())
+    assert (request.op, request.count) == ("release", 0)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.urls import BadURL, check_public, is_public_address, normalize, redact, validate_watch_url
+from monitor.urls import BadURL, check_public, is_link_local, is_public_address, normalize, redact, validate_watch_url
 
 
 # --- normalize ---------------------------------------------------------------------------
@@ -77,6 +77,9 @@ def test_normalize_rejects_an_invalid_port() -> None:
     ("https://exa mple.com/", "contains whitespace"),
     ("", "empty URL"),
     ("   ", "empty URL"),
+    ("http://[x/", "is not a valid URL: Invalid IPv6 URL"),  # urlsplit's ValueError was a traceback
+    ("http://" + "a" * 64 + ".example/", "invalid host name"),  # a DNS label is at most 63 characters
+    ("http://a..b/", "invalid host name"),
 ])
 def test_validate_watch_url_refuses(url: str, message: str) -> None:
     with pytest.raises(BadURL) as info:
@@ -113,6 +116,24 @@ def test_non_public_addresses_are_refused(address: str) -> None:
 @pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700::1", "::ffff:8.8.8.8"])
 def test_public_addresses_are_accepted(address: str) -> None:
     assert is_public_address(address) is True
+
+
+@pytest.mark.parametrize("address", [
+    "169.254.169.254", "fe80::1",
+    "::ffff:169.254.169.254",  # IPv4-mapped
+    "64:ff9b::a9fe:a9fe",      # NAT64 (RFC 6052)
+    "2002:a9fe:a9fe::1",       # 6to4
+    "::a9fe:a9fe",             # IPv4-compatible (deprecated)
+])
+def test_every_form_of_a_link_local_address_is_link_local(address: str) -> None:
+    """Cloud metadata is refused even with private targets allowed, however it is spelled."""
+    assert is_link_local(address) and not is_public_address(address)
+
+
+@pytest.mark.parametrize("url", ["http://[x/", "http://" + "a" * 64 + ".example/", "http://a:99999/"])
+def test_check_public_turns_any_unparsable_url_into_bad_url(url: str) -> None:
+    with pytest.raises(BadURL, match="not a valid URL|invalid"):
+        check_public(url, allow_private=True)
 
 
 @pytest.mark.parametrize("url, host", [("http://127.0.0.1/", "127.0.0.1"), ("http://localhost/", "localhost"),
