@@ -1,10 +1,16 @@
 """The proxy and heartbeat master (the VPN patent's master): the controller side of the fleet.
 
-* answers lease requests on ``control`` (request/reply): free proxies from the pool,
-  least recently leased first, with the pool's size (0 means "fetch directly") and the
-  hosts in cooldown;
+* answers lease requests on ``control`` (request/reply): proxies from the pool, the least
+  shared and least recently leased first (a proxy serves several workers when the pool is
+  smaller than the fleet), never one the host in question refused recently nor one that
+  failed itself recently, with the pool's size (0 means "fetch directly") and the hosts in cooldown;
+* decides host cooldowns: it remembers which exits each host refused (workers report them
+  when they ask for another exit) and disables a host only when every exit of the pool has
+  been refused by it in the last ``REFUSAL_MEMORY`` seconds; it records the cooldown (so
+  workers that start later learn it) and announces it on ``host_events``;
 * records heartbeats (``heartbeats``) in the workers table, with per-proxy counters;
-* records host cooldowns announced on ``host_events`` (so workers that start later learn them);
+* tells runs of one worker name apart (pid and start time): a worker restarted by
+  supervisord gets fresh leases, and its previous run's go back to the pool;
 * every second, marks workers silent for ``worker_lost_after`` seconds as lost and returns
   their proxies to the pool.
 """
@@ -17,6 +23,9 @@ from monitor import config as configuration
 from monitor.log import get_logger
 from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, LeaseReply, LeaseRequest
 from monitor.store import Store, open_store
+
+REFUSAL_MEMORY = 600.0  # seconds a host's refusal of an exit counts towards disabling the host
+BROKEN_PROXY_REST = 60.0  # seconds a proxy that failed itself is granted to nobody
 
 
 class Master:
@@ -33,36 +42,43 @@ class Master:
             channel.basic_ack(method.delivery_tag)
             return
         now = time.time()
+        self.store.end_earlier_runs(request.worker, request.run)
         if request.op == "release":
-            released = self.store.release_proxies(request.worker)
+            released = self.store.release_proxies(request.worker, request.proxies or None)
             self.log.info("proxies released", worker=request.worker, count=released)
             proxies, pool_size = [], self.store.pool_size()
         else:
-            leased, pool_size = self.store.lease_proxies(request.worker, request.count, request.exclude, now)
-            proxies = [{"id": proxy.id, "url": proxy.url} for proxy in leased]
-            self.log.info("proxies leased", worker=request.worker, asked=request.count, granted=len(proxies),
-                          proxy_ids=[proxy["id"] for proxy in proxies])
+            proxies, pool_size = self.lease(request, now, channel)
         if properties.reply_to:
             amqp.reply(channel, properties, LeaseReply(proxies, pool_size, self.store.cooldowns(now)).to_bytes())
         channel.basic_ack(method.delivery_tag)
+
+    def lease(self, request: LeaseRequest, now: float, channel) -> tuple[list[dict], int]:
+        """Grant a lease request; first record what it reports (failed proxies, a host's
+        refusals) and disable the host if every exit of the pool has refused it."""
+        if request.broken:
+            self.store.proxies_failed(request.broken, now)
+        if request.host and request.refused:
+            self.store.record_refusals(request.host, request.refused, now)
+        leased, pool_size = self.store.lease_proxies(
+            request.worker, request.run, request.count, request.exclude, now, request.host,
+            refused_since=now - REFUSAL_MEMORY, failed_since=now - BROKEN_PROXY_REST)
+        if request.host and not leased and self.store.refused_by_every_exit(request.host, now - REFUSAL_MEMORY):
+            until = now + self.config.host_cooldown
+            reason = f"every exit of the pool ({max(pool_size, 1)}) refused by the host"
+            self.store.disable_host(request.host, until, reason, now)
+            amqp.publish(channel, "", HostDisabled(request.host, until, reason, request.worker).to_bytes(),
+                         exchange=amqp.HOST_EVENTS)
+            self.log.warning("host disabled", host=request.host, until=until, reason=reason, asked_by=request.worker)
+        self.log.info("proxies leased", worker=request.worker, asked=request.count, granted=len(leased),
+                      proxy_ids=[proxy.id for proxy in leased], host=request.host)
+        return [{"id": proxy.id, "url": proxy.url} for proxy in leased], pool_size
 
     def on_heartbeat(self, channel, method, properties, body: bytes) -> None:
         try:
             self.store.record_heartbeat(Heartbeat.from_bytes(body), time.time())
         except InvalidMessage as exc:
             self.log.warning("heartbeat dropped", reason=str(exc))
-        channel.basic_ack(method.delivery_tag)
-
-    def on_host_event(self, channel, method, properties, body: bytes) -> None:
-        try:
-            event = HostDisabled.from_bytes(body)
-        except InvalidMessage as exc:
-            self.log.warning("host event dropped", reason=str(exc))
-        else:
-            now = time.time()
-            until = min(event.until, now + self.config.host_cooldown)  # no worker disables a host for longer
-            self.store.disable_host(event.host, until, event.reason, now)
-            self.log.info("host disabled", host=event.host, until=until, by=event.worker, reason=event.reason)
         channel.basic_ack(method.delivery_tag)
 
     def check_fleet(self) -> None:
@@ -73,10 +89,9 @@ class Master:
         """Serve until ``stop`` is set, reconnecting whenever the broker goes away."""
         def session(connection) -> None:
             channel = amqp.open_channel(connection, self.config, prefetch=100)
-            for queue, handler in ((amqp.CONTROL_QUEUE, self.on_request), (amqp.HEARTBEAT_QUEUE, self.on_heartbeat),
-                                   (amqp.HOST_EVENTS_CONTROLLER, self.on_host_event)):
+            for queue, handler in ((amqp.CONTROL_QUEUE, self.on_request), (amqp.HEARTBEAT_QUEUE, self.on_heartbeat)):
                 channel.basic_consume(queue, amqp.rejecting_failures(handler, self.log, queue))
-            self.log.info("serving", queues=[amqp.CONTROL_QUEUE, amqp.HEARTBEAT_QUEUE, amqp.HOST_EVENTS_CONTROLLER])
+            self.log.info("serving", queues=[amqp.CONTROL_QUEUE, amqp.HEARTBEAT_QUEUE])
             last_check = 0.0
             while not stop.is_set():
                 connection.process_data_events(time_limit=1.0)

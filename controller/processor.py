@@ -33,7 +33,7 @@ from monitor.log import get_logger
 from monitor.messages import Alert, InvalidMessage, Task
 from monitor.sinks import Sink, build_sinks
 from monitor.store import CheckResult, LinkRecord, Store, Validators, open_store
-from monitor.urls import BadURL, normalize
+from monitor.urls import BadURL, normalize, redact
 
 GROUP_WAIT = 0.05  # seconds a group waits for more tasks once the queue goes quiet
 QUARANTINE_AFTER = 3  # failed attempts before an outbox record is moved aside
@@ -55,6 +55,9 @@ def _outcome(task: Task) -> str:
 
 class Processor:
     def __init__(self, store: Store, index: LinkIndex, sinks: list[Sink]) -> None:
+        # An outbox record is deleted (synced) right after its SQLite commit: that commit
+        # must be on disk by then, or a power cut loses links and alerts for good.
+        store.make_durable()
         self.store = store
         self.index = index
         self.sinks = sinks
@@ -68,16 +71,22 @@ class Processor:
 
     def handle_group(self, tasks: list[Task]) -> int:
         """Make a group of tasks' effects durable together; return the number of alerts raised."""
-        watched = self.store.existing_watch_ids({task.id for task in tasks})
+        fetched = self.store.last_fetched({task.id for task in tasks})  # watches still on the list
         pending: dict[bytes, list] = {}  # index entries of this group, read or written
         entries: dict[bytes, list] = {}  # those to write
         baselines: set[int] = set()
         checks = []
         checked_at = time.time()
         for task in tasks:
-            if task.id not in watched:
-                self.log.info("task for a removed watch dropped", watch_id=task.id, url=task.base_url)
+            if task.id not in fetched:
+                self.log.info("task for a removed watch dropped", watch_id=task.id, url=redact(task.base_url))
                 continue
+            newest = fetched[task.id]
+            if None not in (task.fetched_at, newest) and task.fetched_at < newest:
+                # A timed-out job's late result, or a replayed dead letter: the watch has a newer one.
+                self.log.info("stale result dropped", watch_id=task.id, fetched_at=task.fetched_at, newer=newest)
+                continue
+            fetched[task.id] = task.fetched_at if task.fetched_at is not None else newest
             new, baseline = [], False
             if task.status == "ok":
                 baseline = task.id not in baselines and not self.index.is_baselined(task.id)
@@ -88,7 +97,7 @@ class Processor:
             validators = None if task.status in ("error", "skipped") else \
                 [task.etag, task.last_modified, task.content_hash]
             checks.append({
-                "watch_id": task.id, "base_url": task.base_url, "checked_at": checked_at,
+                "watch_id": task.id, "base_url": task.base_url, "checked_at": checked_at, "fetched_at": task.fetched_at,
                 "status": _status(task), "outcome": _outcome(task), "validators": validators,
                 "http_status": task.http_status, "elapsed_ms": task.elapsed_ms,
                 "links": [{"url": link.url, "text": link.text, "code": link.code,
@@ -122,8 +131,9 @@ class Processor:
                 links=[LinkRecord(link["url"], link["text"], link["code"], checked_at) for link in check["links"]],
                 alert_ids={link["url"]: link["alert_id"] for link in check["links"] if link["alert_id"]},
                 outcome=check.get("outcome", "ok"), validators=None if validators is None else Validators(*validators),
+                fetched_at=check.get("fetched_at"),
             ))
-            alerts.extend(Alert(link["alert_id"], check["watch_id"], check["base_url"], link["url"], link["text"],
+            alerts.extend(Alert(link["alert_id"], check["watch_id"], redact(check["base_url"]), link["url"], link["text"],
                                 checked_at) for link in check["links"] if link["alert_id"])
         self.store.record_results(results)
         for sink in self.sinks:

@@ -5,8 +5,10 @@ the validators of its last check (persistent, confirmed); a job the broker did n
 is due again at once. A watch in flight is not published again until its result arrives,
 so ``job_queue`` holds at most one job per watch, however far behind the fleet falls.
 A job lost on the way (dead-lettered, or its task was) is published again once it has been
-in flight for ``job_timeout`` *and* no job is waiting in ``job_queue``: while jobs wait, a
-job in flight that long may simply still be waiting its turn.
+in flight for ``job_timeout`` *and* no job is waiting in ``job_queue`` (while jobs wait, a
+job in flight that long may simply still be waiting its turn): the watch counts a failure,
+shows it in its status, and backs off (``job_timeout`` doubling per failure in a row, at
+most a day), so a job that kills every worker it reaches is not fetched forever.
 Due times lie on a per-watch phase grid (``store.next_slot``), so restarts and bulk
 imports never fire every watch at once.
 """
@@ -66,9 +68,10 @@ class Scheduler:
 
     def _publish_due(self) -> int:
         now = time.time()
-        backlog = self.client.ready_count(amqp.JOB_QUEUE)
-        timed_out_after = self.config.job_timeout if backlog == 0 else None
-        due = self.store.due_watches(now, timed_out_after, BATCH)
+        if self.client.ready_count(amqp.JOB_QUEUE) == 0:  # nothing waits: a job in flight that long is lost
+            for watch_id, failures in self.store.time_out_jobs(now, self.config.job_timeout):
+                self.log.warning("no result within job_timeout: backing off", watch_id=watch_id, failures=failures)
+        due = self.store.due_watches(now, BATCH)
         if not due:
             return 0
         # Marked in flight before publishing: a fast fleet may report the result before the

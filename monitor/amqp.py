@@ -7,8 +7,8 @@ Topology (declared idempotently by every process at connect):
 * ``dead_letter``: durable quorum queue, inspected and replayed with ``monitor dlq``.
 * ``control``: request/reply (direct reply-to) from workers to the controller: proxy leases.
 * ``heartbeats``: worker heartbeats to the controller (expire after a minute unread).
-* ``host_events``: fanout exchange; a worker that runs out of exits for a host tells every
-  other worker (each binds its own exclusive queue) and the controller (``host_events.controller``).
+* ``host_events``: fanout exchange; the controller announces a host cooldown to every
+  worker (each binds its own exclusive queue).
 
 Every publish is persistent, mandatory and confirmed by the broker. Consumers ack manually.
 """
@@ -33,7 +33,6 @@ DEAD_LETTER = "dead_letter"
 CONTROL_QUEUE = "control"
 HEARTBEAT_QUEUE = "heartbeats"
 HOST_EVENTS = "host_events"
-HOST_EVENTS_CONTROLLER = "host_events.controller"
 REPLY_TO = "amq.rabbitmq.reply-to"
 
 # Errors after which the right move is to drop the connection and connect again.
@@ -70,8 +69,9 @@ def declare_topology(channel: pika.adapters.blocking_connection.BlockingChannel,
     channel.queue_declare(CONTROL_QUEUE, durable=True, arguments={"x-message-ttl": 30_000})
     channel.queue_declare(HEARTBEAT_QUEUE, durable=True, arguments={"x-message-ttl": 60_000, "x-max-length": 100_000})
     channel.exchange_declare(HOST_EVENTS, exchange_type="fanout", durable=True)
-    channel.queue_declare(HOST_EVENTS_CONTROLLER, durable=True)
-    channel.queue_bind(HOST_EVENTS_CONTROLLER, HOST_EVENTS)
+    # Workers used to announce cooldowns to the controller through this queue; the controller
+    # decides them now, and the queue would only fill up (deleting a missing queue is a no-op).
+    channel.queue_delete("host_events.controller")
 
 
 def connect(config: Config, log: EventLogger, attempts: int | None = None,

@@ -26,25 +26,30 @@ from monitor.urls import BadURL, check_public, normalize, scrub_credentials
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 _CHUNK = 64 * 1024
 _REDIRECTS = (301, 302, 303, 307, 308)
+_SOCKS_PROXY_DOWN = "Error connecting to SOCKS"  # PySocks, when the SOCKS proxy itself cannot be reached
 
 
-# Answers by which a site (or a proxy) refuses the requester rather than the request.
-REFUSAL_STATUSES = (403, 407, 429, 503)
+# Answers by which a site refuses the requester rather than the request: another exit may succeed.
+REFUSAL_STATUSES = (403, 429, 503)
+PROXY_AUTH_REQUIRED = 407
 
 
 class FetchError(Exception):
     """A fetch that produced no page; ``str(error)`` is a one-line reason.
 
-    ``refusal`` is true when another exit (proxy) might succeed: a refusing HTTP status,
-    or a proxy or connection error.
+    ``refusal``: the site refused the requester (a refusing HTTP status): another exit may
+    succeed. ``proxy_failed``: the proxy itself failed (unreachable, 407, CONNECT refused):
+    the page was never asked for. Anything else (connection refused or reset by the site,
+    TLS errors, timeouts, other statuses) is the site's error, whatever the exit.
     """
 
     def __init__(self, reason: str, http_status: int | None = None, final_url: str | None = None,
-                 refusal: bool = False) -> None:
+                 proxy_failed: bool = False) -> None:
         super().__init__(reason)
         self.http_status = http_status
         self.final_url = final_url
-        self.refusal = refusal or http_status in REFUSAL_STATUSES
+        self.proxy_failed = proxy_failed
+        self.refusal = not proxy_failed and http_status in REFUSAL_STATUSES
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,10 @@ def fetch(url: str, config: Config, connections: Connections | None = None, prox
             check_public(current, config.allow_private)
         except BadURL as exc:
             raise FetchError(f"refused: {exc}", final_url=current) from None
-        response = _request(manager, current, headers, timeout, config)
+        response = _request(manager, current, headers, timeout, config, proxy is not None)
+        if proxy is not None and response.status == PROXY_AUTH_REQUIRED:
+            response.close()
+            raise FetchError("proxy failed: HTTP 407 Proxy Authentication Required", 407, current, proxy_failed=True)
         try:
             page = _page(response, current, config, deadline, started, etag, last_modified)
         except BaseException:
@@ -174,22 +182,23 @@ def fetch(url: str, config: Config, connections: Connections | None = None, prox
 
 
 def _request(manager: urllib3.PoolManager, url: str, headers: dict[str, str], timeout: urllib3.Timeout,
-             config: Config) -> urllib3.BaseHTTPResponse:
+             config: Config, proxied: bool) -> urllib3.BaseHTTPResponse:
     """Send one GET (no retries, no redirects followed) and return the response, body unread."""
     try:
         return manager.urlopen("GET", url, headers=headers, timeout=timeout, retries=False, redirect=False,
                                preload_content=False, decode_content=True)
-    except urllib3.exceptions.ProxyError as exc:
-        raise FetchError(f"proxy failed: {_first_line(exc)}", final_url=url, refusal=True) from None
+    except urllib3.exceptions.ProxyError as exc:  # the proxy unreachable, or its CONNECT refused
+        raise FetchError(f"proxy failed: {_first_line(exc)}", final_url=url, proxy_failed=True) from None
     except urllib3.exceptions.NewConnectionError as exc:  # refused, unreachable, no such name
-        raise FetchError(f"connection failed: {_first_line(exc)}", final_url=url, refusal=True) from None
+        if proxied and _SOCKS_PROXY_DOWN in str(exc):
+            raise FetchError(f"proxy failed: {_first_line(exc)}", final_url=url, proxy_failed=True) from None
+        raise FetchError(f"connection failed: {_first_line(exc)}", final_url=url) from None
     except urllib3.exceptions.ConnectTimeoutError:
-        raise FetchError(f"connect timeout after {config.fetch_connect_timeout:g}s", final_url=url,
-                         refusal=True) from None
+        raise FetchError(f"connect timeout after {config.fetch_connect_timeout:g}s", final_url=url) from None
     except urllib3.exceptions.ReadTimeoutError:
         raise FetchError(f"read timeout after {config.fetch_read_timeout:g}s", final_url=url) from None
     except (urllib3.exceptions.SSLError, urllib3.exceptions.ProtocolError, OSError) as exc:
-        raise FetchError(f"connection failed: {_first_line(exc)}", final_url=url, refusal=True) from None
+        raise FetchError(f"connection failed: {_first_line(exc)}", final_url=url) from None
     except (urllib3.exceptions.HTTPError, ValueError) as exc:
         raise FetchError(f"request failed: {_first_line(exc)}", final_url=url) from None
 

@@ -27,6 +27,7 @@ MAX_LINK_TEXT = 300  # link text is cut to this many characters at extraction
 MAX_LIST = 100_000
 MAX_NAME = 255  # host names, worker names
 MAX_LEASE = 1000  # proxies one lease request may ask for
+DIRECT = 0  # the direct connection, where a proxy id is expected
 # "skipped": not fetched on purpose (the host is in cooldown).
 STATUSES = ("ok", "not_modified", "error", "skipped")
 NOT_MODIFIED_BY = ("http", "hash")
@@ -197,16 +198,34 @@ class Alert:
 
 
 # --- the control plane: proxy leases, heartbeats, the host disable list ----------------------
+def run_id(pid: int, started_at: float) -> str:
+    """Names one run of a worker process: supervisord restarts a worker under the same name."""
+    return f"{pid}:{started_at!r}"
+
+
 @dataclass(frozen=True)
 class LeaseRequest:
-    """``control`` queue, request/reply: ``lease`` ``count`` more proxies, or ``release`` all."""
+    """``control`` queue, request/reply, from one run of a worker (``run``: its pid and start
+    time; a request from a new run of the same worker name returns the old run's leases).
+
+    * ``lease``: ``count`` more exits, not among ``exclude`` (those held). With ``host``: the
+      exits this job tried were ``refused`` by that host (``DIRECT`` for the direct
+      connection); the controller disables the host when every exit of the pool has been.
+      ``broken``: proxies that failed themselves since the last request.
+    * ``release``: give back ``proxies`` (all of this worker's when empty).
+    """
     op: str
     worker: str
+    run: str = ""
     count: int = 0
     exclude: list[int] = field(default_factory=list)
+    host: str | None = None
+    refused: list[int] = field(default_factory=list)
+    broken: list[int] = field(default_factory=list)
+    proxies: list[int] = field(default_factory=list)
 
     def to_bytes(self) -> bytes:
-        return _encode({"op": self.op, "worker": self.worker, "count": self.count, "exclude": self.exclude})
+        return _encode(dataclasses.asdict(self))
 
     @classmethod
     def from_bytes(cls, body: bytes) -> "LeaseRequest":
@@ -214,12 +233,17 @@ class LeaseRequest:
         op = _require(data, "op", str)
         if op not in ("lease", "release"):
             raise InvalidMessage(f"unknown op {op!r}")
-        exclude = [_check(item, "exclude[]", int, 1, MAX_INT, 0)
-                   for item in _require(data, "exclude", list, optional=True) or []]
         count = _require(data, "count", int, optional=True, minimum=0, maximum=MAX_LEASE) or 0
         if op == "lease" and count < 1:
             raise InvalidMessage("a lease asks for at least one proxy")
-        return cls(op, _require(data, "worker", str, max_chars=MAX_NAME), count, exclude)
+
+        def ids(name: str, minimum: int = 1) -> list[int]:
+            return [_check(item, f"{name}[]", int, minimum, MAX_INT, 0)
+                    for item in _require(data, name, list, optional=True) or []]
+        return cls(op, _require(data, "worker", str, max_chars=MAX_NAME), _require(data, "run", str, optional=True,
+                                                                                   max_chars=MAX_NAME) or "",
+                   count, ids("exclude"), _require(data, "host", str, optional=True, max_chars=MAX_NAME),
+                   ids("refused", minimum=DIRECT), ids("broken"), ids("proxies"))
 
 
 @dataclass(frozen=True)
@@ -261,6 +285,10 @@ class Heartbeat:
     current_job: str | None = None
     proxies: list[dict] = field(default_factory=list)
 
+    @property
+    def run(self) -> str:
+        return run_id(self.pid, self.started_at)
+
     def to_bytes(self) -> bytes:
         return _encode(dataclasses.asdict(self))
 
@@ -288,7 +316,8 @@ class Heartbeat:
 
 @dataclass(frozen=True)
 class HostDisabled:
-    """``host_events`` fanout: a worker ran out of exits for ``host``; skip it until ``until``."""
+    """``host_events`` fanout, from the controller: every exit of the pool was refused by
+    ``host`` (the last refusal reported by ``worker``); skip it until ``until``."""
     host: str
     until: float
     reason: str

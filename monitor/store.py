@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+MAX_BACKOFF = 86400.0  # seconds: a watch whose job keeps failing is still tried once a day
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 FIRST_CHECK_SPREAD = 60  # a new watch is first checked within this many seconds
 
@@ -53,11 +54,11 @@ class Watch:
 class Proxy:
     id: int
     url: str  # with credentials: show it through urls.redact()
-    leased_to: str | None
-    leased_at: float | None
     last_error: str | None
     requests: int
     refusals: int
+    failed_at: float | None  # when the proxy itself last failed (unreachable, 407)
+    leased_to: tuple[str, ...] = ()  # the workers holding it (a proxy may serve several)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class CheckResult:
     alert_ids: dict[str, str]  # url -> alert id, for the links that raise an alert
     outcome: str = "ok"  # one of OUTCOMES
     validators: Validators | None = None  # None: keep the watch's (a failed check says nothing)
+    fetched_at: float | None = None  # when the worker fetched the page (None: not known)
 
 
 def phase(watch_id: int, interval_s: int) -> int:
@@ -175,7 +177,12 @@ _WATCH_COLUMNS = ("id, url, name, tag, interval_s, enabled, next_due, in_flight_
 _WATCH_WIDTH = _WATCH_COLUMNS.count(",") + 1
 
 
-_PROXY_COLUMNS = "id, url, leased_to, leased_at, last_error, requests, refusals"
+_PROXY_COLUMNS = ("id, url, last_error, requests, refusals, failed_at, "
+                  "(SELECT group_concat(worker, ' ') FROM leases WHERE proxy_id = proxies.id)")
+
+
+def _proxy(row: tuple) -> Proxy:
+    return Proxy(*row[:-1], tuple(sorted((row[-1] or "").split())))
 
 
 def _watch(row: tuple, counts: tuple[int, int] = (0, 0)) -> Watch:
@@ -193,6 +200,11 @@ class Store:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.execute("PRAGMA busy_timeout=30000")
+
+    def make_durable(self) -> None:
+        """Every commit of this connection reaches the disk before it returns (WAL synced on
+        commit), not only at the next checkpoint."""
+        self.conn.execute("PRAGMA synchronous=FULL")
 
     def close(self) -> None:
         self.conn.close()
@@ -223,13 +235,14 @@ class Store:
             conn.execute("UPDATE watches SET next_due = ? WHERE id = ?", (first_due(watch_id, interval_s, now), watch_id))
         return self.get_watch(watch_id)
 
-    def existing_watch_ids(self, watch_ids: set[int]) -> set[int]:
-        """Those of ``watch_ids`` still on the watch list."""
+    def last_fetched(self, watch_ids: set[int]) -> dict[int, float | None]:
+        """For those of ``watch_ids`` still on the watch list: when the page behind their
+        last applied result was fetched (None: never, or not known)."""
         ids = list(watch_ids)
         if not ids:
-            return set()
-        rows = self.conn.execute(f"SELECT id FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
-        return {row[0] for row in rows}
+            return {}
+        return dict(self.conn.execute(
+            f"SELECT id, last_fetched_at FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
 
     def get_watch(self, watch_id: int) -> Watch:
         row = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE id = ?", (watch_id,)).fetchone()
@@ -275,15 +288,30 @@ class Store:
         return self.get_watch(watch_id)
 
     # --- scheduling -----------------------------------------------------------------
-    def due_watches(self, now: float, job_timeout: float | None, limit: int) -> list[Watch]:
-        """Enabled watches whose time has come and that are not in flight, or, given a
-        ``job_timeout``, in flight for longer than that."""
-        timed_out_before = -1.0 if job_timeout is None else now - job_timeout
+    def due_watches(self, now: float, limit: int) -> list[Watch]:
+        """Enabled watches whose time has come and that are not in flight."""
         rows = self.conn.execute(f"""
             SELECT {_WATCH_COLUMNS} FROM watches
-            WHERE enabled = 1 AND next_due <= ? AND (in_flight_since IS NULL OR in_flight_since < ?)
-            ORDER BY next_due LIMIT ?""", (now, timed_out_before, limit)).fetchall()
+            WHERE enabled = 1 AND next_due <= ? AND in_flight_since IS NULL
+            ORDER BY next_due LIMIT ?""", (now, limit)).fetchall()
         return [_watch(row) for row in rows]
+
+    def time_out_jobs(self, now: float, job_timeout: float) -> list[tuple[int, int]]:
+        """Watches in flight for longer than ``job_timeout``: their job was lost, or kept
+        killing workers until it was dead-lettered. Each counts as a failure, says so in its
+        status, and is due again only after a back-off (``job_timeout`` doubling with each
+        failure in a row, at most ``MAX_BACKOFF``). Return ``(watch id, failures in a row)``."""
+        rows = self.conn.execute("SELECT id, consecutive_failures FROM watches WHERE in_flight_since < ?",
+                                 (now - job_timeout,)).fetchall()
+        with self.transaction() as conn:
+            for watch_id, failures in rows:
+                backoff = min(job_timeout * 2 ** min(failures, 20), MAX_BACKOFF)
+                conn.execute("UPDATE watches SET in_flight_since = NULL, consecutive_failures = ?, last_status = ?, "
+                             "next_due = ? WHERE id = ?",
+                             (failures + 1, f"error: no result within {job_timeout:g}s, {failures + 1} time(s) in a "
+                                            f"row (a job that crashes workers ends in `monitor dlq list`); next try in "
+                                            f"{backoff:.0f}s", now + backoff, watch_id))
+        return [(watch_id, failures + 1) for watch_id, failures in rows]
 
     def mark_in_flight(self, watch_ids: list[int], now: float) -> None:
         if not watch_ids:
@@ -323,9 +351,10 @@ class Store:
 
     @staticmethod
     def _record(conn: sqlite3.Connection, result: CheckResult) -> bool:
-        """One check's effects; False when its watch was removed while the job was in flight."""
-        row = conn.execute("SELECT interval_s FROM watches WHERE id = ?", (result.watch_id,)).fetchone()
-        if row is None:
+        """One check's effects; False when its watch was removed while the job was in flight,
+        or when the watch already has a result fetched later than this one (stale)."""
+        row = conn.execute("SELECT interval_s, last_fetched_at FROM watches WHERE id = ?", (result.watch_id,)).fetchone()
+        if row is None or (None not in (result.fetched_at, row[1]) and result.fetched_at < row[1]):
             return False
         conn.executemany("INSERT OR IGNORE INTO links (watch_id, url, text, code, first_seen) VALUES (?, ?, ?, ?, ?)",
                          [(result.watch_id, link.url, link.text, link.code, link.first_seen) for link in result.links])
@@ -335,12 +364,14 @@ class Store:
         conn.execute("""
             UPDATE watches SET last_check = :checked, last_status = :status, last_http_status = :http,
                    last_elapsed_ms = :elapsed, in_flight_since = NULL, next_due = :due,
+                   last_fetched_at = COALESCE(:fetched, last_fetched_at),
                    consecutive_failures = CASE WHEN :failed THEN consecutive_failures + 1 ELSE 0 END,
                    cost_ms = CASE WHEN :elapsed IS NULL THEN cost_ms WHEN cost_ms IS NULL THEN :elapsed
                                   ELSE 0.7 * cost_ms + 0.3 * :elapsed END
             WHERE id = :id""", {"checked": result.checked_at, "status": result.status, "http": result.http_status,
                                 "elapsed": result.elapsed_ms, "failed": result.status.startswith("error"),
-                                "id": result.watch_id, "due": next_slot(result.watch_id, row[0], result.checked_at)})
+                                "id": result.watch_id, "due": next_slot(result.watch_id, row[0], result.checked_at),
+                                "fetched": result.fetched_at})
         if result.validators is not None:
             conn.execute("UPDATE watches SET etag = ?, last_modified = ?, content_hash = ? WHERE id = ?",
                          (result.validators.etag, result.validators.last_modified, result.validators.content_hash,
@@ -380,36 +411,80 @@ class Store:
         row = self.conn.execute(f"SELECT {_PROXY_COLUMNS} FROM proxies WHERE id = ?", (proxy_id,)).fetchone()
         if row is None:
             raise NotFound(f"no proxy with id {proxy_id}")
-        return Proxy(*row)
+        return _proxy(row)
 
     def list_proxies(self) -> list[Proxy]:
         rows = self.conn.execute(f"SELECT {_PROXY_COLUMNS} FROM proxies ORDER BY id").fetchall()
-        return [Proxy(*row) for row in rows]
+        return [_proxy(row) for row in rows]
 
     def remove_proxy(self, proxy_id: int) -> None:
         with self.transaction() as conn:
+            conn.execute("DELETE FROM leases WHERE proxy_id = ?", (proxy_id,))
             if conn.execute("DELETE FROM proxies WHERE id = ?", (proxy_id,)).rowcount == 0:
                 raise NotFound(f"no proxy with id {proxy_id}")
 
-    def lease_proxies(self, worker: str, count: int, exclude: list[int], now: float) -> tuple[list[Proxy], int]:
-        """Lease up to ``count`` free proxies (least recently leased first) to ``worker``;
-        return them and the size of the whole pool."""
+    def lease_proxies(self, worker: str, run: str, count: int, exclude: list[int], now: float,
+                      host: str | None = None, refused_since: float = 0.0,
+                      failed_since: float = 0.0) -> tuple[list[Proxy], int]:
+        """Lease up to ``count`` proxies to ``worker`` (run ``run``): not in ``exclude``, not
+        refused by ``host`` since ``refused_since``, not failed since ``failed_since``; the
+        least shared, then least recently leased first. Return them and the pool's size."""
         with self.transaction() as conn:
             pool_size = self.pool_size()
             not_excluded = f"AND id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
-            ids = [row[0] for row in conn.execute(
-                f"SELECT id FROM proxies WHERE leased_to IS NULL {not_excluded} "
-                "ORDER BY COALESCE(leased_at, 0), id LIMIT ?", (*exclude, count))]
-            for proxy_id in ids:
-                conn.execute("UPDATE proxies SET leased_to = ?, leased_at = ? WHERE id = ?", (worker, now, proxy_id))
+            ids = [row[0] for row in conn.execute(f"""
+                SELECT id FROM proxies
+                WHERE id NOT IN (SELECT exit_id FROM refusals WHERE host = ? AND at >= ?)
+                  AND COALESCE(failed_at, 0) < ? {not_excluded}
+                ORDER BY (SELECT COUNT(*) FROM leases WHERE proxy_id = id),
+                         COALESCE((SELECT MAX(leased_at) FROM leases WHERE proxy_id = id), 0), id
+                LIMIT ?""", (host or "", refused_since, failed_since, *exclude, count))]
+            conn.executemany("INSERT INTO leases (proxy_id, worker, run, leased_at) VALUES (?, ?, ?, ?) "
+                             "ON CONFLICT (proxy_id, worker) DO UPDATE SET run = excluded.run, "
+                             "leased_at = excluded.leased_at", [(proxy_id, worker, run, now) for proxy_id in ids])
         return [self.get_proxy(proxy_id) for proxy_id in ids], pool_size
 
     def pool_size(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM proxies").fetchone()[0]
 
-    def release_proxies(self, worker: str) -> int:
+    def release_proxies(self, worker: str, proxy_ids: list[int] | None = None) -> int:
+        """Return ``worker``'s leases of ``proxy_ids`` (all of them when None) to the pool."""
         with self.transaction() as conn:
-            return conn.execute("UPDATE proxies SET leased_to = NULL WHERE leased_to = ?", (worker,)).rowcount
+            if proxy_ids is None:
+                return conn.execute("DELETE FROM leases WHERE worker = ?", (worker,)).rowcount
+            return sum(conn.execute("DELETE FROM leases WHERE worker = ? AND proxy_id = ?", (worker, proxy_id)).rowcount
+                       for proxy_id in proxy_ids)
+
+    def end_earlier_runs(self, worker: str, run: str) -> None:
+        """``worker`` is now the process ``run``: leases an earlier run of that name holds (it
+        crashed and supervisord started it again) go back to the pool."""
+        if self.conn.execute("SELECT 1 FROM leases WHERE worker = ? AND run != ? LIMIT 1", (worker, run)).fetchone():
+            with self.transaction() as conn:
+                conn.execute("DELETE FROM leases WHERE worker = ? AND run != ?", (worker, run))
+
+    def proxies_failed(self, proxy_ids: list[int], now: float) -> None:
+        with self.transaction() as conn:
+            conn.executemany("UPDATE proxies SET failed_at = ? WHERE id = ?", [(now, proxy_id) for proxy_id in proxy_ids])
+
+    def record_refusals(self, host: str, exit_ids: list[int], now: float) -> None:
+        """``host`` refused the requester through these exits (0: the direct connection)."""
+        with self.transaction() as conn:
+            conn.executemany("INSERT INTO refusals (host, exit_id, at) VALUES (?, ?, ?) "
+                             "ON CONFLICT (host, exit_id) DO UPDATE SET at = excluded.at",
+                             [(host, exit_id, now) for exit_id in exit_ids])
+
+    def refused_by_every_exit(self, host: str, since: float) -> bool:
+        """Whether every exit of the pool (the direct connection when the pool is empty)
+        was refused by ``host`` since ``since``; if so, those refusals are forgotten (the
+        host's cooldown starts now, and after it every exit gets a new chance)."""
+        refused = {row[0] for row in self.conn.execute("SELECT exit_id FROM refusals WHERE host = ? AND at >= ?",
+                                                       (host, since))}
+        pool = {row[0] for row in self.conn.execute("SELECT id FROM proxies")} or {0}
+        if not pool <= refused:
+            return False
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM refusals WHERE host = ? OR at < ?", (host, since))
+        return True
 
     # --- the worker fleet -----------------------------------------------------------------
     def record_heartbeat(self, beat, now: float) -> None:
@@ -428,7 +503,9 @@ class Store:
                              "last_error = COALESCE(?, last_error) WHERE id = ?",
                              (proxy.get("requests", 0), proxy.get("refusals", 0), proxy.get("last_error"), proxy["id"]))
             if beat.state == "stopped":
-                conn.execute("UPDATE proxies SET leased_to = NULL WHERE leased_to = ?", (beat.worker,))
+                conn.execute("DELETE FROM leases WHERE worker = ?", (beat.worker,))
+            else:
+                conn.execute("DELETE FROM leases WHERE worker = ? AND run != ?", (beat.worker, beat.run))
 
     def mark_lost(self, now: float, lost_after: float) -> list[str]:
         """Workers silent for ``lost_after`` seconds become lost; their proxies return to the pool."""
@@ -440,12 +517,12 @@ class Store:
             lost = [row[0] for row in conn.execute(query, (now - lost_after,))]
             for worker in lost:
                 conn.execute("UPDATE workers SET state = 'lost', current_job = NULL WHERE id = ?", (worker,))
-                conn.execute("UPDATE proxies SET leased_to = NULL WHERE leased_to = ?", (worker,))
+                conn.execute("DELETE FROM leases WHERE worker = ?", (worker,))
         return lost
 
     def list_workers(self) -> list[WorkerRecord]:
         rows = self.conn.execute("SELECT id, host, pid, state, started_at, last_heartbeat, jobs_done, errors, current_job, "
-                                 "(SELECT group_concat(p.id) FROM proxies p WHERE p.leased_to = w.id) "
+                                 "(SELECT group_concat(l.proxy_id) FROM leases l WHERE l.worker = w.id) "
                                  "FROM workers w ORDER BY id").fetchall()
         return [WorkerRecord(*row[:9], [int(i) for i in (row[9] or "").split(",") if i]) for row in rows]
 

@@ -204,10 +204,21 @@ def scrub_credentials(text: str) -> str:
     return _USERINFO.sub(r"\1:***@", text)
 
 
+MASK = "***"  # what a password looks like wherever a URL is shown
+
+
 def redact(url: str) -> str:
     """The URL with any password replaced by ``***``, safe for logs and status output."""
     parts = urlsplit(url)
     if not parts.password:
         return url
     netloc = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{netloc}"))
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:{MASK}@{netloc}"))
+
+
+def without_userinfo(url: str) -> str:
+    """The URL without ``user:password@`` (links found on a page never carry the watch's credentials)."""
+    if "@" not in url:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])) if "@" in parts.netloc else url

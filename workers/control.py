@@ -1,4 +1,4 @@
-"""A worker's control plane: proxy leases, host disable announcements and heartbeats.
+"""A worker's control plane: proxy leases (and the refusals that decide host cooldowns) and heartbeats.
 
 These are rare, small request/replies and announcements, so they share one blocking
 connection, separate from the job stream (:mod:`monitor.async_amqp`), used by one thread
@@ -13,16 +13,17 @@ import threading
 from monitor import amqp
 from monitor.config import Config
 from monitor.log import EventLogger
-from monitor.messages import Heartbeat, HostDisabled, LeaseReply, LeaseRequest
+from monitor.messages import Heartbeat, LeaseReply, LeaseRequest
 
 # What a control call raises when the controller or the broker cannot answer now.
 UNAVAILABLE = (amqp.RpcTimeout, amqp.BrokerUnavailable, amqp.PublishFailed, *amqp.RECOVERABLE)
 
 
 class ControlLink:
-    def __init__(self, config: Config, worker: str, log: EventLogger) -> None:
+    def __init__(self, config: Config, worker: str, run: str, log: EventLogger) -> None:
         self.config = config
         self.worker = worker
+        self.run = run  # this process's pid and start time: the controller tells runs of one name apart
         self.log = log
         self.lock = threading.Lock()
         self.connection = None
@@ -45,10 +46,13 @@ class ControlLink:
                 self.connection = None
                 raise
 
-    def lease(self, count: int, exclude: list[int], attempts: int = 3) -> LeaseReply:
-        """Ask the master for proxies; a master restarting takes a moment, so ask a few times
-        (a requeued job would use up one of its deliveries)."""
-        request = LeaseRequest("lease", self.worker, count, exclude).to_bytes()
+    def lease(self, count: int, exclude: list[int], host: str | None = None, refused: list[int] | None = None,
+              broken: list[int] | None = None, attempts: int = 3) -> LeaseReply:
+        """Ask the master for exits (see :class:`monitor.messages.LeaseRequest`); a master
+        restarting takes a moment, so ask a few times (a requeued job would use up one of
+        its deliveries)."""
+        request = LeaseRequest("lease", self.worker, self.run, count, exclude, host, refused or [],
+                               broken or []).to_bytes()
         for attempt in range(1, attempts + 1):
             try:
                 body = self._guarded(lambda rpc: rpc.call(amqp.CONTROL_QUEUE, request))
@@ -57,21 +61,17 @@ class ControlLink:
                 if attempt == attempts:
                     raise
         reply = LeaseReply.from_bytes(body)
-        self.log.info("proxies leased", granted=len(reply.proxies), pool_size=reply.pool_size)
+        self.log.info("proxies leased", granted=len(reply.proxies), pool_size=reply.pool_size, host=host)
         return reply
 
-    def release(self) -> None:
-        """Give every leased proxy back (on a clean stop); the master also takes them back
-        when the heartbeats stop."""
+    def release(self, proxy_ids: list[int] | None = None) -> None:
+        """Give leased proxies back (all of them when None: on a clean stop); the master
+        also takes them back when the heartbeats stop or a new run of this worker starts."""
+        request = LeaseRequest("release", self.worker, self.run, proxies=proxy_ids or []).to_bytes()
         try:
-            self._guarded(lambda rpc: rpc.call(amqp.CONTROL_QUEUE, LeaseRequest("release", self.worker).to_bytes(),
-                                               timeout=2.0))
+            self._guarded(lambda rpc: rpc.call(amqp.CONTROL_QUEUE, request, timeout=2.0))
         except UNAVAILABLE:
             pass
-
-    def announce(self, event: HostDisabled) -> None:
-        """Tell every worker and the controller that a host is disabled."""
-        self._guarded(lambda rpc: amqp.publish(rpc.channel, "", event.to_bytes(), exchange=amqp.HOST_EVENTS))
 
     def beat(self, heartbeat: Heartbeat) -> None:
         """Publish a heartbeat (not confirmed: the next one follows in a few seconds)."""

@@ -1,11 +1,20 @@
 """A worker's exits (leased proxies, or the direct connection), rotated as the VPN patent says.
 
-* Use the least recently used exit.
-* On a refusal, flag the exit as recently used and switch to the least recently used exit
-  not flagged; when every exit is flagged, lease one more from the controller; when none
-  is left, the host goes into cooldown. A success clears the flags.
-* With no proxies configured at all, the one exit is the direct connection, and a refusal
-  puts the host into cooldown at once.
+* Use the least recently used exit the job has not tried yet.
+* When the site refuses the requester (403, 429, 503) through an exit, try the next one;
+  when the job has tried every exit the worker holds, ask the controller for one more for
+  that host. The controller sees the whole fleet: it grants an exit the host has not
+  refused recently, or, when every exit of the pool has been refused by that host,
+  disables the host fleet-wide (the job then ends ``skipped``). A worker never disables a
+  host on its own: "none of *my* exits is left" is not "the host refused every exit".
+* A proxy that fails itself (unreachable, 407, CONNECT refused) is dropped and reported at
+  once, with a request for a replacement; the controller grants it to nobody for a while.
+* A worker holds at most ``cap`` exits between jobs: extra ones leased for a job go back
+  (least recently used first) once it is done. Exits may be shared between workers: an
+  HTTP proxy serves many connections, and sharing keeps every worker working when there
+  are fewer proxies than workers.
+* With no proxies configured at all, the one exit is the direct connection (id 0 in what
+  the controller hears), and the same rules apply.
 
 Also here: the shared host disable list (:class:`Cooldowns`) and the per-exit politeness
 delay (:class:`Politeness`). Nothing here talks to the network: the lease function is given.
@@ -15,20 +24,19 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
-from monitor.messages import LeaseReply
+from monitor.messages import DIRECT, LeaseReply
 from monitor.urls import redact
 
 
-@dataclass
+@dataclass(eq=False)
 class Exit:
-    """One way out: a leased proxy (``id``, ``url``) or the direct connection (both None)."""
-    id: int | None
+    """One way out: a leased proxy (``id``, ``url``) or the direct connection (``DIRECT``, None)."""
+    id: int
     url: str | None
     started_at: float = field(default_factory=time.time)
     last_used: float = 0.0
-    recently_used: bool = False
     # Counters since the last heartbeat (the controller adds them to the pool's totals).
     requests: int = 0
     refusals: int = 0
@@ -46,7 +54,13 @@ class Exit:
         return counters
 
 
-Lease = Callable[[int, list[int]], LeaseReply]
+class Control(Protocol):
+    """What a worker asks the controller (:class:`workers.control.ControlLink`)."""
+
+    def lease(self, count: int, exclude: list[int], host: str | None = None, refused: list[int] | None = None,
+              broken: list[int] | None = None) -> LeaseReply: ...
+
+    def release(self, proxy_ids: list[int] | None = None) -> None: ...
 
 
 class ExitPool:
@@ -54,64 +68,87 @@ class ExitPool:
 
     RECHECK_DIRECT = 60.0  # seconds between asking, while fetching directly, whether proxies appeared
 
-    def __init__(self, lease: Lease, initial: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
-        self._lease = lease
-        self.initial = initial
+    def __init__(self, control: Control, cap: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
+        self.control = control
+        self.cap = cap
         self.clock = clock
         self.exits: list[Exit] = []
         self.direct = False
         self.leased_at = 0.0
         self.disabled_hosts: dict[str, float] = {}
+        self.broken: list[int] = []  # proxies dropped since the last lease request: reported with it
+        self.retired: list[Exit] = []  # dropped exits whose counters the next heartbeat still carries
 
-    def _take(self, reply: LeaseReply) -> int:
+    def _take(self, reply: LeaseReply) -> LeaseReply:
         self.leased_at = self.clock()
+        self.broken.clear()
         self.disabled_hosts.update(reply.disabled_hosts)
         if reply.pool_size == 0:
-            if not self.exits:
+            if not self.direct:
                 self.direct = True
-                self.exits.append(Exit(None, None))
-            return 0
+                self.exits = [Exit(DIRECT, None)]
+            return reply
         if self.direct:  # proxies were added to the pool: stop fetching directly
             self.direct = False
             self.exits.clear()
-        self.exits.extend(Exit(proxy["id"], proxy["url"]) for proxy in reply.proxies)
-        return len(reply.proxies)
+        held = {exit.id for exit in self.exits}
+        self.exits.extend(Exit(proxy["id"], proxy["url"]) for proxy in reply.proxies if proxy["id"] not in held)
+        return reply
+
+    def _held_proxies(self) -> list[int]:
+        return [exit.id for exit in self.exits if exit.id != DIRECT]
 
     def ensure(self) -> None:
-        """Lease the initial exits (raises whatever the lease function raises); while fetching
+        """Lease the first exits (raises whatever the lease function raises); while fetching
         directly, ask again now and then whether the pool has proxies now."""
         if not self.exits or (self.direct and self.clock() - self.leased_at > self.RECHECK_DIRECT):
-            self._take(self._lease(self.initial, []))
+            self._take(self.control.lease(self.cap, self._held_proxies(), broken=list(self.broken)))
 
-    def pick(self) -> Exit | None:
-        """The least recently used exit not flagged, or None when every exit is flagged."""
-        candidates = [exit for exit in self.exits if not exit.recently_used]
+    def pick(self, tried: set[int]) -> Exit | None:
+        """The least recently used exit not in ``tried`` (exit ids), or None."""
+        candidates = [exit for exit in self.exits if exit.id not in tried]
         return min(candidates, key=lambda exit: exit.last_used) if candidates else None
 
-    def lease_more(self) -> bool:
-        """Ask the controller for one more proxy; False when the pool has none to give."""
-        if self.direct:
-            return False
-        return self._take(self._lease(1, [exit.id for exit in self.exits])) > 0
+    def more(self, host: str, refused: list[int]) -> LeaseReply:
+        """Ask the controller for one more exit for ``host``, which refused the exits
+        ``refused``; the reply's ``disabled_hosts`` holds ``host`` if the controller
+        found that every exit of the pool was refused by it."""
+        return self._take(self.control.lease(1, self._held_proxies(), host=host, refused=refused,
+                                             broken=list(self.broken)))
 
     def used(self, exit: Exit) -> None:
         exit.last_used = time.time()
         exit.requests += 1
 
     def refused(self, exit: Exit, reason: str) -> None:
-        exit.recently_used = True
         exit.refusals += 1
         exit.last_error = reason
 
-    def succeeded(self) -> None:
-        for exit in self.exits:
-            exit.recently_used = False
+    def failed(self, exit: Exit, reason: str) -> None:
+        """The proxy itself failed: stop using it, tell the controller (which will not grant
+        it for a while) and take a replacement if there is one."""
+        exit.last_error = reason
+        if exit in self.exits and exit.id != DIRECT:
+            self.exits.remove(exit)
+            self.retired.append(exit)
+            self.broken.append(exit.id)
+            self._take(self.control.lease(1, self._held_proxies(), broken=list(self.broken)))
+
+    def extras(self) -> list[int]:
+        """Give up the exits above ``cap`` (least recently used first); return their ids,
+        for the controller to take back."""
+        extra = sorted(self.exits, key=lambda exit: exit.last_used)[:max(0, len(self.exits) - self.cap)]
+        for exit in extra:
+            self.exits.remove(exit)
+        self.retired.extend(extra)
+        return [exit.id for exit in extra if exit.id != DIRECT]
 
     def proxy_ids(self) -> list[int]:
-        return [exit.id for exit in self.exits if exit.id is not None]
+        return self._held_proxies()
 
     def report(self) -> list[dict]:
-        return [exit.report() for exit in self.exits if exit.id is not None]
+        retired, self.retired = self.retired, []
+        return [exit.report() for exit in self.exits + retired if exit.id != DIRECT]
 
 
 class Cooldowns:

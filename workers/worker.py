@@ -28,7 +28,8 @@ from monitor.async_amqp import AsyncClient, Delivery
 from monitor.check import task_from_error, task_from_page
 from monitor.fetch import Connections, FetchError, fetch
 from monitor.log import get_logger
-from monitor.messages import MAX_MESSAGE_BYTES, Heartbeat, HostDisabled, InvalidMessage, Job, Task
+from monitor.urls import redact
+from monitor.messages import MAX_MESSAGE_BYTES, Heartbeat, HostDisabled, InvalidMessage, Job, Task, run_id
 from workers.control import UNAVAILABLE, ControlLink
 from workers.dispatch import HostQueues
 from workers.exits import Cooldowns, ExitPool, Politeness
@@ -42,9 +43,10 @@ class Worker:
         self.config = config
         self.name = name
         self.log = get_logger("worker")
-        self.control = ControlLink(config, name, self.log)
+        self.started_at = time.time()
+        self.control = ControlLink(config, name, run_id(os.getpid(), self.started_at), self.log)
         self.exits_lock = threading.Lock()  # guards the exit pool
-        self.pool = ExitPool(self.control.lease, config.proxies_per_worker)
+        self.pool = ExitPool(self.control, config.proxies_per_worker)
         self.cooldowns = Cooldowns(config.host_cooldown)
         self.politeness = Politeness(config.politeness_delay)
         self.client = AsyncClient(config, self.log, consume=(amqp.JOB_QUEUE, config.worker_concurrency, self.on_delivery),
@@ -57,7 +59,6 @@ class Worker:
         # Parsing is CPU work under the GIL: more parses at once than cores gain nothing and
         # would hold that many parse trees in memory at once.
         self.parse_slots = threading.BoundedSemaphore(os.cpu_count() or 2)
-        self.started_at = time.time()
         self.counters_lock = threading.Lock()
         self.in_hand = 0  # deliveries received and not yet acked, nacked or dropped
         self.settled = threading.Condition(self.counters_lock)
@@ -93,7 +94,7 @@ class Worker:
         if delivery.generation != self.client.generation:
             self._settled()  # the connection it came on is gone: the broker has requeued it
             return
-        self.current_job = job.base_url
+        self.current_job = redact(job.base_url)  # heartbeats show it: never a watch's password
         try:
             task = self.check(job)
         except UNAVAILABLE as exc:
@@ -119,7 +120,7 @@ class Worker:
         """In the I/O thread: the task is confirmed (ack the job) or not (the job comes back)."""
         if ok:
             self.client.ack(delivery)
-            self.log.info("checked", watch_id=job.id, url=job.base_url, status=task.status, error=task.error,
+            self.log.info("checked", watch_id=job.id, url=redact(job.base_url), status=task.status, error=task.error,
                           links=len(task.context), elapsed_ms=task.elapsed_ms, redelivered=delivery.redelivered)
         else:
             self.client.nack(delivery, requeue=True)
@@ -149,45 +150,49 @@ class Worker:
         with self.exits_lock:
             self.pool.ensure()
             self.cooldowns.update(self.pool.disabled_hosts)
-        last_error = "every exit was flagged as recently refused"
-        while True:
-            until = self.cooldowns.disabled_until(host)
-            if until is not None:
-                return self._skipped(job, until, fetched_at)
-            with self.exits_lock:
-                exit = self.pool.pick()
-                if exit is None and self.pool.lease_more():
-                    exit = self.pool.pick()
-                if exit is None:
-                    until = self._disable_host(host, f"every exit refused: {last_error}")
+        tried: set[int] = set()  # exits this job used
+        refused: list[int] = []  # ... and those the site refused
+        last_error = "no exit to try"
+        try:
+            while True:
+                until = self.cooldowns.disabled_until(host)
+                if until is not None:
                     return self._skipped(job, until, fetched_at)
-                self.pool.used(exit)
-            self.politeness.wait(exit, host)
-            try:
-                page = fetch(job.base_url, self.config, self.connections, exit.url, job.etag, job.last_modified)
-            except FetchError as exc:
-                if not exc.refusal:
-                    with self.exits_lock:
-                        self.pool.succeeded()  # the exit worked; the site answered with an error
-                    return task_from_error(job, exc, fetched_at, self.name)
-                last_error = str(exc)
                 with self.exits_lock:
-                    self.pool.refused(exit, last_error)
-                self.log.info("exit refused, rotating", host=host, exit=exit.name, reason=last_error)
-                continue
+                    exit = self.pool.pick(tried)
+                    if exit is None:  # the controller decides: one more exit, or the host is disabled
+                        self.cooldowns.update(self.pool.more(host, refused).disabled_hosts)
+                        exit = self.pool.pick(tried)
+                    if exit is None:
+                        if self.cooldowns.disabled_until(host) is not None:
+                            continue
+                        return task_from_error(job, FetchError(f"no exit left to try: {last_error}"), fetched_at,
+                                               self.name)
+                    tried.add(exit.id)
+                    self.pool.used(exit)
+                self.politeness.wait(exit, host)
+                try:
+                    page = fetch(job.base_url, self.config, self.connections, exit.url, job.etag, job.last_modified)
+                except FetchError as exc:
+                    if not (exc.refusal or exc.proxy_failed):
+                        return task_from_error(job, exc, fetched_at, self.name)  # the site's own error
+                    last_error = str(exc)
+                    with self.exits_lock:
+                        if exc.proxy_failed:
+                            self.pool.failed(exit, last_error)
+                        else:
+                            self.pool.refused(exit, last_error)
+                            refused.append(exit.id)
+                    self.log.info("exit refused, rotating" if exc.refusal else "proxy failed, dropped",
+                                  host=host, exit=exit.name, reason=last_error)
+                    continue
+                with self.parse_slots:
+                    return task_from_page(job, page, self.config, fetched_at, self.name)
+        finally:
             with self.exits_lock:
-                self.pool.succeeded()
-            with self.parse_slots:
-                return task_from_page(job, page, self.config, fetched_at, self.name)
-
-    def _disable_host(self, host: str, reason: str) -> float:
-        """Put ``host`` in cooldown here and, through the controller, everywhere (exits lock held)."""
-        until = time.time() + self.config.host_cooldown
-        self.cooldowns.disable(host, until)
-        self.control.announce(HostDisabled(host, until, reason, self.name))
-        self.pool.succeeded()  # this host's refusals say nothing about the exits for other hosts
-        self.log.warning("host disabled", host=host, until=_iso(until), reason=reason)
-        return until
+                extras = self.pool.extras()
+            if extras:
+                self.control.release(extras)
 
     def _skipped(self, job: Job, until: float, fetched_at: float) -> Task:
         return Task(job.base_url, job.id, [], status="skipped", error=f"host disabled until {_iso(until)}",

@@ -53,14 +53,14 @@ def cmd_proxy_list(args, config, store) -> None:
     proxies = store.list_proxies()
     if args.json:
         for p in proxies:
-            print_json({"id": p.id, "url": redact(p.url), "leased_to": p.leased_to, "last_error": p.last_error,
-                         "requests": p.requests, "refusals": p.refusals})
+            print_json({"id": p.id, "url": redact(p.url), "leased_to": list(p.leased_to), "last_error": p.last_error,
+                         "requests": p.requests, "refusals": p.refusals, "failed_at": p.failed_at})
         return
     if not proxies:
         print("no proxies: workers fetch directly (add one with `monitor proxy add http://user:pass@host:port`)")
         return
     print(table(["ID", "URL", "LEASED TO", "LAST ERROR", "REQUESTS", "REFUSALS"],
-                 [[str(p.id), redact(p.url), p.leased_to or "-", (p.last_error or "-")[:60], str(p.requests),
+                 [[str(p.id), redact(p.url), ", ".join(p.leased_to) or "-", (p.last_error or "-")[:60], str(p.requests),
                    str(p.refusals)] for p in proxies]))
 
 

@@ -61,7 +61,7 @@ def cmd_status(args, config, store) -> None:
                      "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary,
                      "checks_per_second": rates, "schedule": lag,
                      "workers": fleet, "hosts_in_cooldown": cooldowns,
-                     "costliest": [{"id": w.id, "url": w.url, "cost_ms": w.cost_ms} for w in costly]})
+                     "costliest": [{"id": w.id, "url": redact(w.url), "cost_ms": w.cost_ms} for w in costly]})
         return
     where = f"local node on 127.0.0.1:{config.local_amqp_port}" if config.local_broker else redact(config.broker_url)
     print(f"home: {config.home}   broker: {where}")
@@ -91,7 +91,7 @@ def cmd_status(args, config, store) -> None:
     if cooldowns:
         print("hosts in cooldown: " + ", ".join(f"{host} until {ts(until)}" for host, until in sorted(cooldowns.items())))
     if costly:
-        print("costliest sites: " + ", ".join(f"{w.url} {cost(w.cost_ms)}" for w in costly[:3]))
+        print("costliest sites: " + ", ".join(f"{redact(w.url)} {cost(w.cost_ms)}" for w in costly[:3]))
 
 
 def cmd_up(args, config, store) -> None:

@@ -6,6 +6,7 @@ import io
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from monitor.cli.common import (
     UsageError,
@@ -20,6 +21,7 @@ from monitor.cli.common import (
 )
 from monitor.durations import format_age, format_duration, parse_duration
 from monitor.store import Duplicate
+from monitor.urls import MASK, redact
 
 
 # --- watch ---------------------------------------------------------------------------------
@@ -30,14 +32,14 @@ def cmd_watch_add(args, config, store) -> None:
         watch = store.add_watch(url, interval, args.name, args.tag)
     except Duplicate as exc:
         raise UsageError(str(exc)) from None
-    print(f"added watch {watch.id}: {watch.url} every {format_duration(watch.interval_s)} "
+    print(f"added watch {watch.id}: {redact(watch.url)} every {format_duration(watch.interval_s)} "
           f"(first check at {ts(watch.next_due)})")
     if warning:
         print(f"monitor: warning: {warning}", file=sys.stderr)
 
 
 def _watch_dict(watch) -> dict:
-    return {"id": watch.id, "url": watch.url, "name": watch.name, "tag": watch.tag, "interval": format_duration(watch.interval_s),
+    return {"id": watch.id, "url": redact(watch.url), "name": watch.name, "tag": watch.tag, "interval": format_duration(watch.interval_s),
             "enabled": watch.enabled, "last_check": watch.last_check, "last_status": watch.last_status,
             "last_elapsed_ms": watch.last_elapsed_ms, "cost_ms": watch.cost_ms, "links_known": watch.links_known, "new_links": watch.new_links,
             "next_due": watch.next_due, "in_flight": watch.in_flight_since is not None}
@@ -53,7 +55,7 @@ def cmd_watch_list(args, config, store) -> None:
         print("no watches yet: add one with `monitor watch add https://example.org/`")
         return
     now = time.time()
-    rows = [[str(w.id), w.url, format_duration(w.interval_s) + ("" if w.enabled else " (off)"),
+    rows = [[str(w.id), redact(w.url), format_duration(w.interval_s) + ("" if w.enabled else " (off)"),
              format_age(now - w.last_check if w.last_check else None), w.last_status or "never checked",
              str(w.links_known), str(w.new_links), cost(w.cost_ms)] for w in watches]
     print(table(["ID", "URL", "INTERVAL", "LAST CHECK", "LAST STATUS", "LINKS", "NEW", "COST"], rows))
@@ -63,7 +65,7 @@ def cmd_watch_list(args, config, store) -> None:
 def cmd_watch_remove(args, config, store) -> None:
     watch = find_watch(store, args.ref)
     store.remove_watch(watch.id)
-    print(f"removed watch {watch.id}: {watch.url}")
+    print(f"removed watch {watch.id}: {redact(watch.url)}")
 
 
 def cmd_watch_enable(args, config, store) -> None:
@@ -101,6 +103,8 @@ def cmd_watch_import(args, config, store) -> None:
         try:
             interval = interval_seconds(row.get("interval") or None, config)
             url, _ = watch_url(row.get("url", ""), config)
+            if urlsplit(row["url"]).password == MASK:
+                raise UsageError("its password is masked (export never prints one): add it with the password")
             enabled = row.get("enabled", "").lower() not in ("0", "false", "no", "off")
             store.add_watch(url, interval, row.get("name") or None, row.get("tag") or None, enabled=enabled)
             added += 1
@@ -116,7 +120,7 @@ def cmd_watch_export(args, config, store) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(["url", "interval", "name", "tag", "enabled"])
     for watch in store.list_watches():
-        writer.writerow([watch.url, format_duration(watch.interval_s), watch.name or "", watch.tag or "", int(watch.enabled)])
+        writer.writerow([redact(watch.url), format_duration(watch.interval_s), watch.name or "", watch.tag or "", int(watch.enabled)])
 
 
 def cmd_watch_recheck(args, config, store) -> None:

@@ -9,6 +9,8 @@ they resolve against, and how the page's list is kept (each URL once, first wins
   (Anchors nested in SVG each hold their descendants' text: uncut, a 19 KB page made
   2.5 MB of link text.)
 * Length: a URL longer than ``MAX_STRING`` characters is not a link anyone publishes.
+* Credentials: ``user:password@`` is dropped from every link (a relative link on a watch
+  with credentials in its URL would otherwise carry them into the store and alerts).
 * Base: the first ``<base href>`` outside any ``<template>``, resolved against the page URL.
 """
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 from urllib.parse import urljoin
 
 from monitor.messages import MAX_LINK_TEXT, MAX_STRING
-from monitor.urls import NORMAL_PATH, WEB_SCHEMES, BadURL, has_unusual_escape, join_normal, normal_parts, normalize
+from monitor.urls import (NORMAL_PATH, WEB_SCHEMES, BadURL, has_unusual_escape, join_normal, normal_parts, normalize,
+                          without_userinfo)
 
 ASCII_WHITESPACE = " \t\n\r\f"
 HIDDEN_TEXT = frozenset({"script", "style", "template"})
@@ -40,7 +43,7 @@ def _slow_resolve(base: str, href: str) -> str | None:
         url = urljoin(base, href)
         if url.split(":", 1)[0].lower() not in WEB_SCHEMES:
             return None  # javascript:, mailto:, tel:, data:, ...
-        return normalize(url)
+        return without_userinfo(normalize(url))
     except (BadURL, ValueError):
         return None
 
@@ -54,6 +57,7 @@ class Resolver:
     """
 
     def __init__(self, base: str) -> None:
+        base = without_userinfo(base)  # urljoin would copy a watch URL's credentials into every relative link
         self.base = base
         self.cache: dict[str, str | None] = {}
         parts = normal_parts(base)

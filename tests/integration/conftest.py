@@ -88,8 +88,7 @@ class Node:
         """Delete the pipeline's queues so each test starts from an empty topology."""
         connection = pika.BlockingConnection(pika.URLParameters(self.url))
         channel = connection.channel()
-        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER, amqp.CONTROL_QUEUE, amqp.HEARTBEAT_QUEUE,
-                      amqp.HOST_EVENTS_CONTROLLER):
+        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER, amqp.CONTROL_QUEUE, amqp.HEARTBEAT_QUEUE):
             channel.queue_delete(queue)
         connection.close()
 

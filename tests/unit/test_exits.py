@@ -2,73 +2,105 @@
 from __future__ import annotations
 
 from controller.scheduler import interleave_by_host
-from monitor.messages import LeaseReply
+from monitor.messages import DIRECT, LeaseReply
 from monitor.store import Watch
 from workers.exits import Cooldowns, ExitPool, Politeness
 
 
 class FakeController:
-    """Grants proxies from a pool of ``size``, like the master does."""
+    """Grants proxies from a pool of ``size`` like the master does (shared when none is free),
+    and disables a host once every proxy of the pool was reported refused by it."""
 
     def __init__(self, size: int) -> None:
-        self.free = list(range(1, size + 1))
         self.size = size
-        self.calls: list[tuple[int, list[int]]] = []
+        self.calls: list[dict] = []
+        self.refused: set[int] = set()
+        self.broken: set[int] = set()
+        self.released: list[list[int] | None] = []
 
-    def lease(self, count: int, exclude: list[int]) -> LeaseReply:
-        self.calls.append((count, exclude))
-        granted, self.free = self.free[:count], self.free[count:]
-        return LeaseReply([{"id": i, "url": f"http://proxy{i}:3128"} for i in granted], self.size, {"slow.example": 9e9})
+    def lease(self, count: int, exclude: list[int], host: str | None = None, refused: list[int] | None = None,
+              broken: list[int] | None = None) -> LeaseReply:
+        self.calls.append({"count": count, "exclude": exclude, "host": host, "refused": refused, "broken": broken})
+        self.refused.update(refused or [])
+        self.broken.update(broken or [])
+        pool = set(range(1, self.size + 1))
+        granted = sorted(pool - set(exclude) - self.refused - self.broken)[:count]
+        disabled = {host: 9e9} if host and not granted and (pool or {DIRECT}) <= self.refused else {}
+        return LeaseReply([{"id": i, "url": f"http://proxy{i}:3128"} for i in granted], self.size, disabled)
+
+    def release(self, proxy_ids: list[int] | None = None) -> None:
+        self.released.append(proxy_ids)
 
 
-def test_least_recently_used_exit_is_picked_and_refusals_rotate():
+def test_least_recently_used_untried_exit_is_picked_and_the_controller_is_asked_for_more():
     controller = FakeController(3)
-    pool = ExitPool(controller.lease)
+    pool = ExitPool(controller)
     pool.ensure()
-    assert [e.id for e in pool.exits] == [1, 2] and controller.calls == [(2, [])]
-    first = pool.pick()
+    assert [e.id for e in pool.exits] == [1, 2] and controller.calls[0]["count"] == 2
+    tried: set[int] = set()
+    first = pool.pick(tried)
     pool.used(first)
-    second = pool.pick()
+    tried.add(first.id)
+    second = pool.pick(tried)
     assert (first.id, second.id) == (1, 2), "the least recently used exit comes next"
     pool.used(second)
-    pool.refused(second, "HTTP 429")
-    assert pool.pick().id == 1
-    pool.refused(pool.pick(), "HTTP 403")
-    assert pool.pick() is None, "every exit flagged"
-    assert pool.lease_more() and controller.calls[-1] == (1, [1, 2])
-    assert pool.pick().id == 3
-    pool.succeeded()
-    assert not any(e.recently_used for e in pool.exits), "a success clears the flags"
-    assert not pool.lease_more(), "the pool is exhausted"
-    assert pool.disabled_hosts == {"slow.example": 9e9}
+    tried.add(second.id)
+    assert pool.pick(tried) is None, "this job tried every exit the worker holds"
+    reply = pool.more("news.example", [1, 2])
+    assert controller.calls[-1] == {"count": 1, "exclude": [1, 2], "host": "news.example", "refused": [1, 2],
+                                    "broken": []}
+    third = pool.pick(tried)
+    assert reply.disabled_hosts == {} and third.id == 3
+    pool.used(third)
+    assert pool.extras() == [1] and [e.id for e in pool.exits] == [2, 3], "the least recently used extra goes back"
 
 
-def test_an_empty_pool_means_fetching_directly():
-    pool = ExitPool(FakeController(0).lease)
+def test_only_the_controller_disables_a_host_when_every_exit_was_refused():
+    controller = FakeController(2)
+    pool = ExitPool(controller)
     pool.ensure()
-    assert pool.direct and [e.name for e in pool.exits] == ["direct"]
-    pool.refused(pool.pick(), "HTTP 429")
-    assert pool.pick() is None and not pool.lease_more()
+    assert pool.more("news.example", [1]).disabled_hosts == {}, "proxy 2 was not refused yet"
+    assert pool.more("news.example", [2]).disabled_hosts == {"news.example": 9e9}
+
+
+def test_an_empty_pool_means_fetching_directly_and_a_refusal_is_reported_for_the_direct_exit():
+    controller = FakeController(0)
+    pool = ExitPool(controller)
+    pool.ensure()
+    assert pool.direct and [(e.id, e.name) for e in pool.exits] == [(DIRECT, "direct")]
+    assert pool.pick({DIRECT}) is None
+    assert pool.more("news.example", [DIRECT]).disabled_hosts == {"news.example": 9e9}
+    assert pool.extras() == [] and pool.proxy_ids() == []
+
+
+def test_a_proxy_that_fails_itself_is_dropped_reported_and_replaced():
+    controller = FakeController(3)
+    pool = ExitPool(controller)
+    pool.ensure()
+    pool.failed(pool.exits[0], "proxy failed: HTTP 407")
+    assert controller.calls[-1]["broken"] == [1] and pool.broken == [], "reported at once"
+    assert [e.id for e in pool.exits] == [2, 3], "and replaced"
+    assert pool.report()[-1] == {"id": 1, "requests": 0, "refusals": 0, "last_error": "proxy failed: HTTP 407"}
 
 
 def test_a_direct_worker_switches_to_proxies_added_later():
     controller = FakeController(0)
     now = [0.0]
-    pool = ExitPool(controller.lease, clock=lambda: now[0])
+    pool = ExitPool(controller, clock=lambda: now[0])
     pool.ensure()
     assert pool.direct
-    controller.free, controller.size = [7], 1
+    controller.size = 1
     pool.ensure()
     assert pool.direct, "not asked again before RECHECK_DIRECT"
     now[0] = ExitPool.RECHECK_DIRECT + 1
     pool.ensure()
-    assert not pool.direct and [e.id for e in pool.exits] == [7]
+    assert not pool.direct and [e.id for e in pool.exits] == [1]
 
 
 def test_heartbeat_report_carries_counters_once_and_masks_nothing_it_should_not_carry():
-    pool = ExitPool(FakeController(2).lease)
+    pool = ExitPool(FakeController(2))
     pool.ensure()
-    exit = pool.pick()
+    exit = pool.pick(set())
     pool.used(exit)
     pool.refused(exit, "HTTP 429")
     assert pool.report()[0] == {"id": 1, "requests": 1, "refusals": 1, "last_error": "HTTP 429"}
@@ -76,7 +108,9 @@ def test_heartbeat_report_carries_counters_once_and_masks_nothing_it_should_not_
 
 
 def test_exit_names_mask_passwords():
-    pool = ExitPool(lambda count, exclude: LeaseReply([{"id": 1, "url": "http://u:secret@p:1"}], 1, {}))
+    controller = FakeController(1)
+    controller.lease = lambda *args, **kwargs: LeaseReply([{"id": 1, "url": "http://u:secret@p:1"}], 1, {})
+    pool = ExitPool(controller)
     pool.ensure()
     assert pool.exits[0].name == "http://u:***@p:1"
 
@@ -93,7 +127,7 @@ def test_cooldowns_expire():
 def test_politeness_spaces_requests_per_exit_and_host():
     slept: list[float] = []
     polite = Politeness(2.0, sleep=slept.append)
-    pool = ExitPool(FakeController(2).lease)
+    pool = ExitPool(FakeController(2))
     pool.ensure()
     one, two = pool.exits
     polite.wait(one, "news.example")

@@ -405,3 +405,23 @@ def test_a_task_that_always_fails_does_not_hold_back_its_group(monkeypatch: pyte
     processor.on_group(channel, [(1, Task(other.url, other.id, page("a"))), (2, ok_task(watch, "a"))])
     assert channel.calls == [("ack", 1, False), ("nack", 2, True)]
     assert store.get_watch(other.id).last_status == "ok"
+
+
+def test_the_processor_commits_to_sqlite_durably(processor: Processor, store: Store) -> None:
+    """Its outbox record is deleted (synced) right after the SQLite commit, so that commit
+    must be on disk too (synchronous=FULL), not only at the next WAL checkpoint."""
+    assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+def test_a_stale_result_changes_nothing(processor: Processor, store: Store, watch: Watch, jsonl: JsonLinesSink) -> None:
+    """A timed-out job's late task (or a replayed dead letter) fetched before the result the
+    watch already has: it must not overwrite the status, nor alert, nor become the baseline."""
+    fresh = Task(watch.url, watch.id, page("a"), fetched_at=2000.0)
+    processor.handle(fresh)
+    processor.handle(Task(watch.url, watch.id, page("a", "b"), fetched_at=2000.0 + 60))
+    assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + "b"]
+    stale = Task(watch.url, watch.id, page("a", "b", "old"), fetched_at=1500.0)
+    failed = Task(watch.url, watch.id, [], status="error", error="HTTP 500", fetched_at=1999.0)
+    assert processor.handle_group([stale, failed]) == 0
+    assert store.get_watch(watch.id).last_status == "ok"
+    assert stored_urls(store, watch) == {HOME + "a", HOME + "b"} and len(jsonl_alerts(jsonl)) == 1
