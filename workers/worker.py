@@ -28,11 +28,11 @@ from monitor.async_amqp import AsyncClient, Delivery
 from monitor.check import task_from_error, task_from_page
 from monitor.fetch import Connections, FetchError, fetch
 from monitor.log import get_logger
-from monitor.urls import redact
 from monitor.messages import MAX_MESSAGE_BYTES, Heartbeat, HostDisabled, InvalidMessage, Job, Task, run_id
+from monitor.urls import redact
 from workers.control import UNAVAILABLE, ControlLink
 from workers.dispatch import HostQueues
-from workers.exits import Cooldowns, ExitPool, Politeness
+from workers.exits import Cooldowns, Exit, ExitPool, Politeness
 
 def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
@@ -136,7 +136,7 @@ class Worker:
 
     # --- one check through the exits ----------------------------------------------------------
     def on_host_event(self, body: bytes) -> None:
-        """In the I/O thread: another worker disabled a host."""
+        """In the I/O thread: the controller disabled a host."""
         try:
             event = HostDisabled.from_bytes(body)
         except InvalidMessage:
@@ -155,21 +155,12 @@ class Worker:
         last_error = "no exit to try"
         try:
             while True:
-                until = self.cooldowns.disabled_until(host)
-                if until is not None:
-                    return self._skipped(job, until, fetched_at)
-                with self.exits_lock:
-                    exit = self.pool.pick(tried)
-                    if exit is None:  # the controller decides: one more exit, or the host is disabled
-                        self.cooldowns.update(self.pool.more(host, refused).disabled_hosts)
-                        exit = self.pool.pick(tried)
-                    if exit is None:
-                        if self.cooldowns.disabled_until(host) is not None:
-                            continue
-                        return task_from_error(job, FetchError(f"no exit left to try: {last_error}"), fetched_at,
-                                               self.name)
-                    tried.add(exit.id)
-                    self.pool.used(exit)
+                exit = self._next_exit(host, tried, refused)
+                if exit is None:
+                    until = self.cooldowns.disabled_until(host)
+                    if until is not None:
+                        return self._skipped(job, until, fetched_at)
+                    return task_from_error(job, FetchError(f"no exit left to try: {last_error}"), fetched_at, self.name)
                 self.politeness.wait(exit, host)
                 try:
                     page = fetch(job.base_url, self.config, self.connections, exit.url, job.etag, job.last_modified)
@@ -177,14 +168,7 @@ class Worker:
                     if not (exc.refusal or exc.proxy_failed):
                         return task_from_error(job, exc, fetched_at, self.name)  # the site's own error
                     last_error = str(exc)
-                    with self.exits_lock:
-                        if exc.proxy_failed:
-                            self.pool.failed(exit, last_error)
-                        else:
-                            self.pool.refused(exit, last_error)
-                            refused.append(exit.id)
-                    self.log.info("exit refused, rotating" if exc.refusal else "proxy failed, dropped",
-                                  host=host, exit=exit.name, reason=last_error)
+                    self._blame(exit, exc, host, refused)
                     continue
                 with self.parse_slots:
                     return task_from_page(job, page, self.config, fetched_at, self.name)
@@ -193,6 +177,34 @@ class Worker:
                 extras = self.pool.extras()
             if extras:
                 self.control.release(extras)
+
+    def _next_exit(self, host: str, tried: set[int], refused: list[int]) -> Exit | None:
+        """The exit to try next for ``host``: one this job has not tried, else one more from
+        the controller (which may disable the host instead); None when the host is in
+        cooldown or no exit is left."""
+        if self.cooldowns.disabled_until(host) is not None:
+            return None
+        with self.exits_lock:
+            exit = self.pool.pick(tried)
+            if exit is None:
+                self.cooldowns.update(self.pool.more(host, refused).disabled_hosts)
+                exit = self.pool.pick(tried)
+            if exit is not None and self.cooldowns.disabled_until(host) is None:
+                tried.add(exit.id)
+                self.pool.used(exit)
+                return exit
+        return None
+
+    def _blame(self, exit: Exit, exc: FetchError, host: str, refused: list[int]) -> None:
+        """A refusal counts against the exit for this host; a failed proxy is dropped."""
+        with self.exits_lock:
+            if exc.proxy_failed:
+                self.pool.failed(exit, str(exc))
+            else:
+                self.pool.refused(exit, str(exc))
+                refused.append(exit.id)
+        self.log.info("exit refused, rotating" if exc.refusal else "proxy failed, dropped", host=host,
+                      exit=exit.name, reason=str(exc))
 
     def _skipped(self, job: Job, until: float, fetched_at: float) -> Task:
         return Task(job.base_url, job.id, [], status="skipped", error=f"host disabled until {_iso(until)}",
