@@ -71,22 +71,22 @@ class Processor:
 
     def handle_group(self, tasks: list[Task]) -> int:
         """Make a group of tasks' effects durable together; return the number of alerts raised."""
-        fetched = self.store.last_fetched({task.id for task in tasks})  # watches still on the list
+        watches = self.store.last_fetched({task.id for task in tasks})  # those still on the list
         pending: dict[bytes, list] = {}  # index entries of this group, read or written
         entries: dict[bytes, list] = {}  # those to write
         baselines: set[int] = set()
         checks = []
         checked_at = time.time()
         for task in tasks:
-            if task.id not in fetched:
+            if task.id not in watches:
                 self.log.info("task for a removed watch dropped", watch_id=task.id, url=redact(task.base_url))
                 continue
-            newest = fetched[task.id]
+            url, newest = watches[task.id]  # the URL from the store: a task's baseUrl is not trusted
             if None not in (task.fetched_at, newest) and task.fetched_at < newest:
                 # A timed-out job's late result, or a replayed dead letter: the watch has a newer one.
                 self.log.info("stale result dropped", watch_id=task.id, fetched_at=task.fetched_at, newer=newest)
                 continue
-            fetched[task.id] = task.fetched_at if task.fetched_at is not None else newest
+            watches[task.id] = (url, task.fetched_at if task.fetched_at is not None else newest)
             new, baseline = [], False
             if task.status == "ok":
                 baseline = task.id not in baselines and not self.index.is_baselined(task.id)
@@ -97,7 +97,7 @@ class Processor:
             validators = None if task.status in ("error", "skipped") else \
                 [task.etag, task.last_modified, task.content_hash]
             checks.append({
-                "watch_id": task.id, "base_url": task.base_url, "checked_at": checked_at, "fetched_at": task.fetched_at,
+                "watch_id": task.id, "base_url": url, "checked_at": checked_at, "fetched_at": task.fetched_at,
                 "status": _status(task), "outcome": _outcome(task), "validators": validators,
                 "http_status": task.http_status, "elapsed_ms": task.elapsed_ms,
                 "links": [{"url": link.url, "text": link.text, "code": link.code,
@@ -135,7 +135,9 @@ class Processor:
             ))
             alerts.extend(Alert(link["alert_id"], check["watch_id"], redact(check["base_url"]), link["url"], link["text"],
                                 checked_at) for link in check["links"] if link["alert_id"])
-        self.store.record_results(results)
+        applied = self.store.record_results(results)
+        # A record replayed after its watch was removed (or a stale one) alerts nobody.
+        alerts = [alert for alert in alerts if alert.watch_id in applied]
         for sink in self.sinks:
             pending = alerts
             if recovering and alerts:

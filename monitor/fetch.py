@@ -12,6 +12,7 @@ between threads, so each fetch thread kept its own pools and rarely reused a con
 """
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import certifi
 import urllib3
 
 from monitor.config import Config
-from monitor.urls import BadURL, check_public, normalize, scrub_credentials
+from monitor.urls import BadURL, address_refusal, check_public, normalize, scrub_credentials
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 _CHUNK = 64 * 1024
@@ -69,16 +70,50 @@ def _megabytes(size: int) -> str:
     return f"{size / 1_000_000:g} MB"
 
 
+class AddressRefused(Exception):
+    """A direct connection reached an address the guard refuses (DNS answered differently
+    when connecting than when :func:`check_public` looked: DNS rebinding)."""
+
+
+def _guarded_pools(allow_private: bool) -> dict[str, type]:
+    """urllib3 pool classes whose connections check the address they actually reached."""
+    def checked(sock: socket.socket) -> socket.socket:
+        reason = address_refusal(sock.getpeername()[0], allow_private)
+        if reason is not None:
+            sock.close()
+            raise AddressRefused(f"connected to {reason}")
+        return sock
+
+    class GuardedHTTPConnection(urllib3.connection.HTTPConnection):
+        def _new_conn(self) -> socket.socket:
+            return checked(super()._new_conn())
+
+    class GuardedHTTPSConnection(urllib3.connection.HTTPSConnection):
+        def _new_conn(self) -> socket.socket:
+            return checked(super()._new_conn())
+
+    class GuardedHTTPPool(urllib3.HTTPConnectionPool):
+        ConnectionCls = GuardedHTTPConnection
+
+    class GuardedHTTPSPool(urllib3.HTTPSConnectionPool):
+        ConnectionCls = GuardedHTTPSConnection
+
+    return {"http": GuardedHTTPPool, "https": GuardedHTTPSPool}
+
+
 class Connections:
     """Keep-alive connection pools shared by every fetch thread of a process: one manager for
     direct fetches, one per proxy (urllib3's managers are thread-safe, so a host fetched by
     any thread reuses the connection the last fetch left open).
 
     ``hosts`` bounds the idle connections kept per manager (least recently used go first).
+    Direct connections check the address they reached against the guard (through a proxy,
+    the proxy resolves the name: the guard can only check the URL beforehand).
     """
 
-    def __init__(self, hosts: int = 1000) -> None:
+    def __init__(self, config: Config, hosts: int = 1000) -> None:
         self.hosts = hosts
+        self.allow_private = config.allow_private
         self._lock = threading.Lock()
         self._managers: dict[str | None, urllib3.PoolManager] = {}
 
@@ -96,7 +131,9 @@ class Connections:
         # the connections to the proxy, so keep more of those.
         options = {"num_pools": self.hosts, "maxsize": 1, "block": False, "ca_certs": certifi.where()}
         if proxy is None:
-            return urllib3.PoolManager(**options)
+            manager = urllib3.PoolManager(**options)
+            manager.pool_classes_by_scheme = _guarded_pools(self.allow_private)
+            return manager
         parsed = urllib3.util.parse_url(proxy)
         if parsed.scheme in ("socks5", "socks5h"):
             from urllib3.contrib.socks import SOCKSProxyManager  # needs PySocks: import only when used
@@ -106,7 +143,6 @@ class Connections:
                                     **dict(options, maxsize=32))
 
 
-_DIRECT_ONLY = Connections(hosts=10)  # for one-off fetches (``monitor check``, tests)
 
 
 def _read_body(response: urllib3.BaseHTTPResponse, config: Config, deadline: float) -> bytes:
@@ -140,7 +176,7 @@ def fetch(url: str, config: Config, connections: Connections | None = None, prox
     With ``etag`` / ``last_modified`` (the validators of the last check) the request is
     conditional, and a server that has nothing new answers 304 with no body.
     """
-    manager = (connections or _DIRECT_ONLY).manager(proxy)
+    manager = (connections or Connections(config, hosts=10)).manager(proxy)
     started = time.monotonic()
     deadline = started + config.fetch_deadline
     headers = {"User-Agent": config.user_agent, "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1",
@@ -187,6 +223,8 @@ def _request(manager: urllib3.PoolManager, url: str, headers: dict[str, str], ti
     try:
         return manager.urlopen("GET", url, headers=headers, timeout=timeout, retries=False, redirect=False,
                                preload_content=False, decode_content=True)
+    except AddressRefused as exc:
+        raise FetchError(f"refused: {exc}", final_url=url) from None
     except urllib3.exceptions.ProxyError as exc:  # the proxy unreachable, or its CONNECT refused
         raise FetchError(f"proxy failed: {_first_line(exc)}", final_url=url, proxy_failed=True) from None
     except urllib3.exceptions.NewConnectionError as exc:  # refused, unreachable, no such name

@@ -2,7 +2,8 @@
 
 A sink has a ``name``, ``deliver(alerts)`` and ``delivered(alert_ids)``. The processor calls
 ``delivered`` only when it re-applies an outbox record after a crash, to skip the alerts a
-sink already has; so each alert reaches each sink once. Register a new sink in ``SINKS``.
+sink already has; so each alert reaches a sink that can answer exactly once, and a sink
+that cannot (the log) at least once. Register a new sink in ``SINKS``.
 """
 from __future__ import annotations
 

@@ -235,14 +235,14 @@ class Store:
             conn.execute("UPDATE watches SET next_due = ? WHERE id = ?", (first_due(watch_id, interval_s, now), watch_id))
         return self.get_watch(watch_id)
 
-    def last_fetched(self, watch_ids: set[int]) -> dict[int, float | None]:
-        """For those of ``watch_ids`` still on the watch list: when the page behind their
-        last applied result was fetched (None: never, or not known)."""
+    def last_fetched(self, watch_ids: set[int]) -> dict[int, tuple[str, float | None]]:
+        """For those of ``watch_ids`` still on the watch list: their URL, and when the page
+        behind their last applied result was fetched (None: never, or not known)."""
         ids = list(watch_ids)
         if not ids:
             return {}
-        return dict(self.conn.execute(
-            f"SELECT id, last_fetched_at FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
+        return {row[0]: (row[1], row[2]) for row in self.conn.execute(
+            f"SELECT id, url, last_fetched_at FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids)}
 
     def get_watch(self, watch_id: int) -> Watch:
         row = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE id = ?", (watch_id,)).fetchone()
@@ -336,18 +336,22 @@ class Store:
                              [(i, since) for i in watch_ids])
 
     # --- results --------------------------------------------------------------------
-    def record_results(self, results: list[CheckResult]) -> None:
-        """Apply the effects of a group of checks in one transaction. Idempotent: replaying
-        the same results changes nothing but the per-minute counts."""
+    def record_results(self, results: list[CheckResult]) -> set[int]:
+        """Apply the effects of a group of checks in one transaction; return the ids of the
+        watches they were applied to (not removed ones, not stale results). Idempotent:
+        replaying the same results changes nothing but the per-minute counts."""
         counts: dict[tuple[int, str], int] = {}
+        applied: set[int] = set()
         with self.transaction() as conn:
             for result in results:
                 if self._record(conn, result):
+                    applied.add(result.watch_id)
                     key = (int(result.checked_at // 60), result.outcome)
                     counts[key] = counts.get(key, 0) + 1
             conn.executemany("INSERT INTO check_counts (minute, outcome, count) VALUES (?, ?, ?) "
                              "ON CONFLICT (minute, outcome) DO UPDATE SET count = count + excluded.count",
                              [(minute, outcome, count) for (minute, outcome), count in counts.items()])
+        return applied
 
     @staticmethod
     def _record(conn: sqlite3.Connection, result: CheckResult) -> bool:

@@ -189,11 +189,18 @@ def check_public(url: str, allow_private: bool = False) -> None:
     except ValueError as exc:  # a bad port, an unclosed "[", a host label IDNA refuses (UnicodeError)
         raise BadURL(f"{url[:200]!r} is not a valid URL: {exc}") from None
     for info in infos:
-        address = info[4][0]
-        if is_link_local(address):
-            raise BadURL(f"{host} resolves to link-local address {address} (cloud metadata is never fetched)")
-        if not allow_private and not is_public_address(address):
-            raise BadURL(f"{host} resolves to non-public address {address} (set MONITOR_ALLOW_PRIVATE=1 to allow)")
+        reason = address_refusal(info[4][0], allow_private)
+        if reason is not None:
+            raise BadURL(f"{host} resolves to {reason}")
+
+
+def address_refusal(address: str, allow_private: bool = False) -> str | None:
+    """Why ``address`` may not be fetched from (the end of a one-line reason), or None."""
+    if is_link_local(address):
+        return f"link-local address {address} (cloud metadata is never fetched)"
+    if not allow_private and not is_public_address(address):
+        return f"non-public address {address} (set MONITOR_ALLOW_PRIVATE=1 to allow)"
+    return None
 
 
 _USERINFO = re.compile(r"(//[^/@\s:'\"]+):[^/@\s'\"]*@")

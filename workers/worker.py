@@ -55,7 +55,7 @@ class Worker:
         self.hosts: HostQueues[tuple[Job, Delivery]] = HostQueues()
         # Idle keep-alive connections to the hosts checked most recently (one file descriptor
         # each: supervisord.conf's minfds leaves room for them).
-        self.connections = Connections(hosts=10 * config.worker_concurrency)
+        self.connections = Connections(config, hosts=10 * config.worker_concurrency)
         # Parsing is CPU work under the GIL: more parses at once than cores gain nothing and
         # would hold that many parse trees in memory at once.
         self.parse_slots = threading.BoundedSemaphore(os.cpu_count() or 2)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -117,7 +118,7 @@ def test_fetch_threads_share_keep_alive_connections_and_never_reuse_a_half_read_
     server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}"
-    connections = Connections()
+    connections = Connections(CONFIG)
     try:
         for _ in range(3):  # one fetch after another, each from a thread of its own
             thread = threading.Thread(target=fetch, args=(base + "/ok", CONFIG, connections))
@@ -131,3 +132,21 @@ def test_fetch_threads_share_keep_alive_connections_and_never_reuse_a_half_read_
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_dns_rebinding_cannot_reach_a_refused_address(origin, monkeypatch):
+    """The name answers the guard with a public address, then the connection with loopback
+    (DNS rebinding): the address actually reached is checked, and refused."""
+    real = socket.getaddrinfo
+    answers = iter(["93.184.216.34"])  # the guard's look-up; every later one answers loopback
+
+    def rebinding(host, port, *args, **kwargs):
+        if host != "rebind.example":
+            return real(host, port, *args, **kwargs)
+        address = next(answers, "127.0.0.1")
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    port = origin.rsplit(":", 1)[1]
+    with pytest.raises(FetchError, match="refused: connected to non-public address 127.0.0.1"):
+        fetch(f"http://rebind.example:{port}/ok", dataclasses.replace(CONFIG, allow_private=False))

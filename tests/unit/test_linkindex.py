@@ -425,3 +425,27 @@ def test_a_stale_result_changes_nothing(processor: Processor, store: Store, watc
     assert processor.handle_group([stale, failed]) == 0
     assert store.get_watch(watch.id).last_status == "ok"
     assert stored_urls(store, watch) == {HOME + "a", HOME + "b"} and len(jsonl_alerts(jsonl)) == 1
+
+
+def test_an_outbox_record_replayed_after_its_watch_was_removed_alerts_nobody(
+        monkeypatch: pytest.MonkeyPatch, store: Store, index: LinkIndex, processor: Processor, watch: Watch,
+        jsonl: JsonLinesSink) -> None:
+    processor.handle(ok_task(watch, "a"))
+
+    def crash(*args, **kwargs):
+        raise Crash("killed after the LevelDB batch")
+
+    monkeypatch.setattr(processor, "apply", crash)
+    with pytest.raises(Crash):
+        processor.handle(ok_task(watch, "a", "b"))
+    store.remove_watch(watch.id)
+    second = RecordingSink()
+    assert Processor(store, index, [jsonl, second]).drain_outbox() == 1
+    assert jsonl_alerts(jsonl) == [] and second.received == []
+
+
+def test_an_alert_names_the_watched_page_from_the_store_not_from_the_task(processor: Processor, watch: Watch,
+                                                                          jsonl: JsonLinesSink) -> None:
+    processor.handle(ok_task(watch, "a"))
+    processor.handle(Task("https://attacker.example/", watch.id, page("a", "b")))
+    assert [a["baseUrl"] for a in jsonl_alerts(jsonl)] == [watch.url]
