@@ -15,7 +15,8 @@ whatever arrived within ``GROUP_WAIT`` seconds), and per group, exactly once in 
 A crash anywhere leaves either unacked tasks (redelivered; their links are now known, so
 nothing doubles) or an outbox record (applied again at start; SQLite inserts are
 idempotent and sinks skip alert ids they already have). A group that fails is retried
-task by task, so one task that can never succeed does not hold its group-mates back, and
+task by task, so one task that can never succeed does not hold its group-mates back (it
+goes to ``dead_letter``; a task is held, not requeued, while the stores are unavailable), and
 an outbox record that fails ``QUARANTINE_AFTER`` times is moved to ``dead_letter`` (origin
 ``outbox``), so it never blocks the records behind it.
 The first successful check of a watch is its baseline: links recorded, no alerts. A
@@ -24,7 +25,11 @@ The first successful check of a watch is its baseline: links recorded, no alerts
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
 import time
+
+import plyvel
 
 from monitor import amqp
 from monitor import config as configuration
@@ -36,6 +41,8 @@ from monitor.store import CheckResult, LinkRecord, Store, Validators, open_store
 from monitor.urls import BadURL, normalize, redact
 
 GROUP_WAIT = 0.05  # seconds a group waits for more tasks once the queue goes quiet
+# Errors of the stores or the disk, not of the task in hand: wait for them to pass.
+INFRASTRUCTURE = (sqlite3.OperationalError, OSError, plyvel.Error)
 QUARANTINE_AFTER = 3  # failed attempts before an outbox record is moved aside
 QUARANTINE = "outbox"  # the origin `monitor dlq list` shows for a quarantined outbox record
 GROUP_LINKS = 20_000  # a group closes at this many links too: its memory is bounded, whatever the pages
@@ -54,13 +61,14 @@ def _outcome(task: Task) -> str:
 
 
 class Processor:
-    def __init__(self, store: Store, index: LinkIndex, sinks: list[Sink]) -> None:
+    def __init__(self, store: Store, index: LinkIndex, sinks: list[Sink], stop: threading.Event | None = None) -> None:
         # An outbox record is deleted (synced) right after its SQLite commit: that commit
         # must be on disk by then, or a power cut loses links and alerts for good.
         store.make_durable()
         self.store = store
         self.index = index
         self.sinks = sinks
+        self.stop = stop or threading.Event()  # set on SIGTERM: stop holding a task
         self.log = get_logger("processor")
         self.outbox_dirty = True  # drain before the first group: a crash may have left records
         self.attempts: dict[bytes, int] = {}  # failed attempts per outbox record
@@ -159,6 +167,9 @@ class Processor:
                 self.apply(key, record, recovering=True)
                 applied += 1
                 continue
+            except INFRASTRUCTURE:
+                self.outbox_dirty = True
+                raise  # the stores are unavailable, not the record at fault: it stays for later
             except Exception as exc:
                 checks = record.get("checks", [])
                 if len(checks) < 2:
@@ -168,6 +179,9 @@ class Processor:
                 try:
                     self.apply(part_key, part, recovering=True)
                     applied += 1
+                except INFRASTRUCTURE:
+                    self.outbox_dirty = True
+                    raise
                 except Exception as exc:
                     failed += not self._failed(part_key, part, exc, channel)
         self.outbox_dirty = failed > 0
@@ -194,8 +208,7 @@ class Processor:
 
     def on_group(self, channel, group: list[tuple[int, Task]]) -> None:
         """Handle a group of deliveries: one ``multiple`` ack once their effects are durable.
-        If the group fails, each task is tried alone: acked, or requeued if it fails again
-        (the queue's delivery limit dead-letters a task that can never succeed)."""
+        If the group fails, each task is tried alone (see :meth:`_one_by_one`)."""
         try:
             if self.outbox_dirty:
                 self.drain_outbox(channel)
@@ -210,18 +223,32 @@ class Processor:
         self.log.info("processed", tasks=len(group), links=sum(len(task.context) for _, task in group), alerts=alerts)
 
     def _one_by_one(self, channel, tag: int, task: Task) -> None:
-        try:
-            if self.outbox_dirty:
-                self.drain_outbox(channel)
-            self.handle(task)
-        except Exception:
-            # SQLite busy past its timeout, a full disk, a sink that cannot write: retry later.
-            self.log.error("task failed, requeued", exc_info=True, watch_id=task.id)
-            self.outbox_dirty = True
-            channel.basic_nack(tag, requeue=True)
-            time.sleep(1.0)
+        """Apply one task: acked once durable; rejected to ``dead_letter`` if the task itself
+        is at fault; held (and tried again, backing off) while SQLite, LevelDB, a sink or
+        the disk is unavailable. Requeueing it instead would count towards its delivery
+        limit on RabbitMQ 3 and dead-letter a healthy task."""
+        delay = 0.5
+        while True:
+            try:
+                if self.outbox_dirty:
+                    self.drain_outbox(channel)
+                self.handle(task)
+            except INFRASTRUCTURE as exc:
+                self.outbox_dirty = True
+                self.log.warning("store unavailable, holding the task", watch_id=task.id, retry_in_s=delay,
+                                 reason=f"{type(exc).__name__}: {exc}"[:300])
+                if self.stop.is_set():
+                    return  # unacked: the broker gives it back when the connection closes
+                channel.connection.sleep(delay)  # keeps the connection's heartbeats going
+                delay = min(delay * 2, 15.0)
+                continue
+            except Exception as exc:
+                self.log.error("task rejected to dead_letter: applying it failed", watch_id=task.id,
+                               reason=f"{type(exc).__name__}: {exc}"[:300])
+                channel.basic_reject(tag, requeue=False)
+                return
+            channel.basic_ack(tag)
             return
-        channel.basic_ack(tag)
 
 
 def consume_groups(config: configuration.Config, processor: Processor, stop) -> None:
@@ -260,9 +287,12 @@ def main() -> None:
     stop = amqp.stop_on_signals()
     store = open_store(config.db_path)
     index = LinkIndex(config.leveldb_path)
-    processor = Processor(store, index, build_sinks(config))
+    processor = Processor(store, index, build_sinks(config), stop)
     try:
         processor.drain_outbox()  # before consuming: alerts a crash left half-delivered go out first
+    except INFRASTRUCTURE as exc:
+        processor.log.warning("outbox not drained yet: the stores are unavailable", reason=str(exc)[:300])
+    try:
         consume_groups(config, processor, stop)
     finally:
         index.close()

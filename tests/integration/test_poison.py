@@ -139,3 +139,26 @@ def test_an_outbox_record_that_keeps_failing_is_quarantined_and_blocks_nothing(p
     listed = pipeline.cli("dlq", "list").stdout
     assert "apply failed: UnicodeEncodeError" in listed
     assert pipeline.watch(other_id).last_status == "ok", "the tasks behind the record were applied"
+
+
+def test_while_a_sink_cannot_write_the_task_is_held_then_applied_once(pipeline, site):
+    """An infrastructure failure (here the alert file cannot be opened) is waited out: the
+    task is neither requeued towards its delivery limit nor dead-lettered, and once the
+    sink works again its alert is delivered exactly once."""
+    watch_id = pipeline.store.add_watch(site.add_page("/", PAGE), 3600).id
+    pipeline.processor()
+    channel = pipeline.channel()
+    amqp.publish(channel, amqp.TASK_QUEUE, Task(site.url("/"), watch_id, [{"url": site.url("/a"), "text": "A"}],
+                                                 fetched_at=time.time()).to_bytes())
+    wait_for(lambda: pipeline.checks_done(watch_id) > 0, timeout=30, message="the baseline")
+    pipeline.config.alerts_path.mkdir()  # opening it for appending now fails
+    amqp.publish(channel, amqp.TASK_QUEUE, Task(site.url("/"), watch_id, [{"url": site.url("/a"), "text": "A"},
+                                                                           {"url": site.url("/b"), "text": "B"}],
+                                                 fetched_at=time.time()).to_bytes())
+    log = pipeline.procs[-1]
+    wait_for(lambda: log.log_text().count("holding the task") >= 2, timeout=30, message="the task held")
+    pipeline.config.alerts_path.rmdir()
+    wait_for(lambda: pipeline.alert_lines(), timeout=60, message="the alert once the sink works again")
+    assert [line["url"] for line in pipeline.alert_lines()] == [site.url("/b")]
+    assert _dead_count(channel) == 0
+    assert "rejected" not in log.log_text()

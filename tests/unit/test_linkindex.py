@@ -6,7 +6,7 @@ the way the processor does at start after a crash.
 from __future__ import annotations
 
 import json
-import time
+import sqlite3
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -371,16 +371,20 @@ def test_each_check_is_counted_by_outcome(processor: Processor, store: Store, wa
 
 
 class FakeChannel:
-    """Records acks and nacks the way a pika channel receives them."""
+    """Records acks, rejects and sleeps the way a pika channel and its connection receive them."""
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
+        self.connection = self
 
     def basic_ack(self, tag: int, multiple: bool = False) -> None:
         self.calls.append(("ack", tag, multiple))
 
-    def basic_nack(self, tag: int, requeue: bool = True) -> None:
-        self.calls.append(("nack", tag, requeue))
+    def basic_reject(self, tag: int, requeue: bool = True) -> None:
+        self.calls.append(("reject", tag, requeue))
+
+    def sleep(self, seconds: float) -> None:
+        self.calls.append(("sleep", seconds))
 
 
 def test_a_group_is_acked_with_one_multiple_ack(processor: Processor, watch: Watch) -> None:
@@ -397,14 +401,34 @@ def test_a_task_that_always_fails_does_not_hold_back_its_group(monkeypatch: pyte
     def refuse_the_poison(results):
         if any(result.watch_id == watch.id for result in results):
             raise Crash("this task can never be stored")
-        record(results)
+        return record(results)
 
     monkeypatch.setattr(store, "record_results", refuse_the_poison)
-    monkeypatch.setattr(time, "sleep", lambda seconds: None)
     channel = FakeChannel()
     processor.on_group(channel, [(1, Task(other.url, other.id, page("a"))), (2, ok_task(watch, "a"))])
-    assert channel.calls == [("ack", 1, False), ("nack", 2, True)]
+    assert channel.calls == [("ack", 1, False), ("reject", 2, False)], "the task at fault goes to dead_letter"
     assert store.get_watch(other.id).last_status == "ok"
+
+
+def test_a_task_is_held_not_requeued_while_the_store_is_unavailable(monkeypatch: pytest.MonkeyPatch,
+                                                                    processor: Processor, store: Store,
+                                                                    watch: Watch) -> None:
+    """A requeue would count towards the task's delivery limit (RabbitMQ 3) and dead-letter
+    a healthy task; the processor waits for the store instead, backing off."""
+    record = store.record_results
+    failures = iter([sqlite3.OperationalError("database is locked")] * 3)
+
+    def locked(results):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return record(results)
+
+    monkeypatch.setattr(store, "record_results", locked)
+    channel = FakeChannel()
+    processor.on_group(channel, [(7, ok_task(watch, "a"))])
+    assert channel.calls == [("sleep", 0.5), ("sleep", 1.0), ("ack", 7, False)]
+    assert store.get_watch(watch.id).last_status == "ok"
 
 
 def test_the_processor_commits_to_sqlite_durably(processor: Processor, store: Store) -> None:
