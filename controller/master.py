@@ -12,7 +12,7 @@
 * tells runs of one worker name apart (pid and start time): a worker restarted by
   supervisord gets fresh leases, and its previous run's go back to the pool;
 * every second, marks workers silent for ``worker_lost_after`` seconds as lost and returns
-  their proxies to the pool.
+  their proxies to the pool; every hour, prunes rows of no further use (``Store.prune``).
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, LeaseReply
 from monitor.store import Store, open_store
 
 REFUSAL_MEMORY = 600.0  # seconds a host's refusal of an exit counts towards disabling the host
+PRUNE_EVERY = 3600.0  # seconds between prunings of old fleet rows (see Store.prune)
 BROKEN_PROXY_REST = 60.0  # seconds a proxy that failed itself is granted to nobody
 
 
@@ -33,6 +34,7 @@ class Master:
         self.config = config
         self.store = store
         self.log = get_logger("master")
+        self.pruned_at = 0.0
 
     def on_request(self, channel, method, properties, body: bytes) -> None:
         try:
@@ -82,8 +84,14 @@ class Master:
         channel.basic_ack(method.delivery_tag)
 
     def check_fleet(self) -> None:
-        for worker in self.store.mark_lost(time.time(), self.config.worker_lost_after):
+        now = time.time()
+        for worker in self.store.mark_lost(now, self.config.worker_lost_after):
             self.log.warning("worker lost, its proxies return to the pool", worker=worker)
+        if now - self.pruned_at >= PRUNE_EVERY:
+            self.pruned_at = now
+            removed = self.store.prune(now, now - REFUSAL_MEMORY)
+            if any(removed.values()):
+                self.log.info("old rows pruned", **removed)
 
     def run(self, stop) -> None:
         """Serve until ``stop`` is set, reconnecting whenever the broker goes away."""

@@ -43,6 +43,7 @@ from monitor.urls import BadURL, normalize, redact
 GROUP_WAIT = 0.05  # seconds a group waits for more tasks once the queue goes quiet
 # Errors of the stores or the disk, not of the task in hand: wait for them to pass.
 INFRASTRUCTURE = (sqlite3.OperationalError, OSError, plyvel.Error)
+FORGET_EVERY = 60.0  # seconds between looks for removed watches whose index entries can go
 QUARANTINE_AFTER = 3  # failed attempts before an outbox record is moved aside
 QUARANTINE = "outbox"  # the origin `monitor dlq list` shows for a quarantined outbox record
 GROUP_LINKS = 20_000  # a group closes at this many links too: its memory is bounded, whatever the pages
@@ -206,6 +207,18 @@ class Processor:
         self.log.error("outbox record quarantined to dead_letter", reason=reason, watch_ids=watch_ids)
         return True
 
+    def forget_removed(self) -> None:
+        """Delete the index entries of watches removed from the list (LevelDB is this
+        process's alone, so the CLI leaves the ids in the store for it)."""
+        try:
+            removed = self.store.removed_watches()
+            if removed:
+                keys = self.index.forget(removed)
+                self.store.forget_removed(removed)
+                self.log.info("index entries of removed watches deleted", watches=len(removed), keys=keys)
+        except INFRASTRUCTURE as exc:  # the next quiet moment tries again
+            self.log.warning("index entries of removed watches not deleted yet", reason=str(exc)[:300])
+
     def on_group(self, channel, group: list[tuple[int, Task]]) -> None:
         """Handle a group of deliveries: one ``multiple`` ack once their effects are durable.
         If the group fails, each task is tried alone (see :meth:`_one_by_one`)."""
@@ -262,7 +275,11 @@ def consume_groups(config: configuration.Config, processor: Processor, stop) -> 
         log.info("consuming", queue=amqp.TASK_QUEUE, prefetch=config.processor_prefetch, batch=config.processor_batch)
         group: list[tuple[int, Task]] = []
         started, links = 0.0, 0
+        forgotten_at = 0.0
         for method, _properties, body in channel.consume(amqp.TASK_QUEUE, inactivity_timeout=GROUP_WAIT):
+            if method is None and time.monotonic() - forgotten_at > FORGET_EVERY:  # a quiet moment
+                forgotten_at = time.monotonic()
+                processor.forget_removed()
             if method is not None:
                 try:
                     group.append((method.delivery_tag, Task.from_bytes(body)))

@@ -53,6 +53,18 @@ class LinkIndex:
     def close(self) -> None:
         self.db.close()
 
+    def forget(self, watch_ids: list[int]) -> int:
+        """Delete the index entries and baseline markers of removed watches (one synced
+        batch); return how many keys went."""
+        deleted = 0
+        with self.db.write_batch(sync=True) as batch:
+            for watch_id in watch_ids:
+                for key in self.db.iterator(prefix=b"L%d:" % watch_id, include_value=False):
+                    batch.delete(key)
+                    deleted += 1
+                batch.delete(b"B%d" % watch_id)
+        return deleted
+
     def is_baselined(self, watch_id: int) -> bool:
         return self.db.get(b"B%d" % watch_id) is not None
 

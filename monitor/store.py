@@ -261,17 +261,23 @@ class Store:
 
     def list_watches(self) -> list[Watch]:
         """Every watch with its counts of known links and of new links found (alerts)."""
-        rows = self.conn.execute(f"""
-            SELECT {_WATCH_COLUMNS},
-                   (SELECT COUNT(*) FROM links l WHERE l.watch_id = w.id),
-                   (SELECT COUNT(*) FROM alerts a WHERE a.watch_id = w.id)
-            FROM watches w ORDER BY id""").fetchall()
+        rows = self.conn.execute(f"SELECT {_WATCH_COLUMNS}, links_count, alerts_count FROM watches ORDER BY id").fetchall()
         return [_watch(row[:_WATCH_WIDTH], row[_WATCH_WIDTH:]) for row in rows]
 
     def remove_watch(self, watch_id: int) -> None:
+        """Remove a watch, its links and alerts; its index entries go when the processor
+        next looks at :meth:`removed_watches`."""
         with self.transaction() as conn:
             if conn.execute("DELETE FROM watches WHERE id = ?", (watch_id,)).rowcount == 0:
                 raise NotFound(f"no watch with id {watch_id}")
+            conn.execute("INSERT OR IGNORE INTO removed_watches (id, removed_at) VALUES (?, ?)", (watch_id, time.time()))
+
+    def removed_watches(self) -> list[int]:
+        return [row[0] for row in self.conn.execute("SELECT id FROM removed_watches ORDER BY id")]
+
+    def forget_removed(self, watch_ids: list[int]) -> None:
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM removed_watches WHERE id = ?", [(i,) for i in watch_ids])
 
     def update_watch(self, watch_id: int, *, enabled: bool | None = None, interval_s: int | None = None,
                      now: float | None = None) -> Watch:
@@ -360,22 +366,26 @@ class Store:
         row = conn.execute("SELECT interval_s, last_fetched_at FROM watches WHERE id = ?", (result.watch_id,)).fetchone()
         if row is None or (None not in (result.fetched_at, row[1]) and result.fetched_at < row[1]):
             return False
-        conn.executemany("INSERT OR IGNORE INTO links (watch_id, url, text, code, first_seen) VALUES (?, ?, ?, ?, ?)",
-                         [(result.watch_id, link.url, link.text, link.code, link.first_seen) for link in result.links])
-        conn.executemany("INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
-                         [(result.alert_ids[link.url], result.watch_id, link.url, link.text, link.first_seen)
-                          for link in result.links if link.url in result.alert_ids])
+        new_links = conn.executemany(
+            "INSERT OR IGNORE INTO links (watch_id, url, text, code, first_seen) VALUES (?, ?, ?, ?, ?)",
+            [(result.watch_id, link.url, link.text, link.code, link.first_seen) for link in result.links]).rowcount
+        new_alerts = conn.executemany(
+            "INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
+            [(result.alert_ids[link.url], result.watch_id, link.url, link.text, link.first_seen)
+             for link in result.links if link.url in result.alert_ids]).rowcount
         conn.execute("""
             UPDATE watches SET last_check = :checked, last_status = :status, last_http_status = :http,
                    last_elapsed_ms = :elapsed, in_flight_since = NULL, next_due = :due,
                    last_fetched_at = COALESCE(:fetched, last_fetched_at),
+                   links_count = links_count + :new_links, alerts_count = alerts_count + :new_alerts,
                    consecutive_failures = CASE WHEN :failed THEN consecutive_failures + 1 ELSE 0 END,
                    cost_ms = CASE WHEN :elapsed IS NULL THEN cost_ms WHEN cost_ms IS NULL THEN :elapsed
                                   ELSE 0.7 * cost_ms + 0.3 * :elapsed END
             WHERE id = :id""", {"checked": result.checked_at, "status": result.status, "http": result.http_status,
                                 "elapsed": result.elapsed_ms, "failed": result.status.startswith("error"),
                                 "id": result.watch_id, "due": next_slot(result.watch_id, row[0], result.checked_at),
-                                "fetched": result.fetched_at})
+                                "fetched": result.fetched_at, "new_links": max(new_links, 0),
+                                "new_alerts": max(new_alerts, 0)})
         if result.validators is not None:
             conn.execute("UPDATE watches SET etag = ?, last_modified = ?, content_hash = ? WHERE id = ?",
                          (result.validators.etag, result.validators.last_modified, result.validators.content_hash,
@@ -523,6 +533,21 @@ class Store:
                 conn.execute("UPDATE workers SET state = 'lost', current_job = NULL WHERE id = ?", (worker,))
                 conn.execute("DELETE FROM leases WHERE worker = ?", (worker,))
         return lost
+
+    def prune(self, now: float, refusals_since: float) -> dict[str, int]:
+        """Forget what is no use any more, so the tables stay small over years: workers
+        stopped or lost a week ago, cooldowns that ended a day ago, refusals older than
+        ``refusals_since``, per-minute check counts older than a day. Return the rows
+        removed per table."""
+        with self.transaction() as conn:
+            return {
+                "workers": conn.execute("DELETE FROM workers WHERE state != 'alive' AND last_heartbeat < ?",
+                                        (now - 7 * 86400,)).rowcount,
+                "host_cooldowns": conn.execute("DELETE FROM host_cooldowns WHERE until < ?", (now - 86400,)).rowcount,
+                "refusals": conn.execute("DELETE FROM refusals WHERE at < ?", (refusals_since,)).rowcount,
+                "check_counts": conn.execute("DELETE FROM check_counts WHERE minute < ?",
+                                             (int((now - 86400) // 60),)).rowcount,
+            }
 
     def list_workers(self) -> list[WorkerRecord]:
         rows = self.conn.execute("SELECT id, host, pid, state, started_at, last_heartbeat, jobs_done, errors, current_job, "

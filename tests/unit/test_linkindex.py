@@ -473,3 +473,29 @@ def test_an_alert_names_the_watched_page_from_the_store_not_from_the_task(proces
     processor.handle(ok_task(watch, "a"))
     processor.handle(Task("https://attacker.example/", watch.id, page("a", "b")))
     assert [a["baseUrl"] for a in jsonl_alerts(jsonl)] == [watch.url]
+
+
+def test_watch_list_counts_are_kept_as_results_are_recorded(processor: Processor, store: Store, index: LinkIndex,
+                                                            watch: Watch) -> None:
+    """`watch list` reads counters instead of counting every link row of every watch; they
+    must agree with the rows, replays included."""
+    processor.handle(ok_task(watch, "a", "b"))
+    processor.handle(ok_task(watch, "a", "b", "c", "d"))
+    processor.handle(ok_task(watch, "a", "b", "c", "d"))  # a redelivered task adds nothing
+    [listed] = store.list_watches()
+    assert (listed.links_known, listed.new_links) == (len(store.links(watch.id)), len(store.alerts())) == (4, 2)
+
+
+def test_a_removed_watchs_index_entries_are_deleted(processor: Processor, store: Store, index: LinkIndex,
+                                                   watch: Watch) -> None:
+    """LevelDB is the processor's alone: `watch remove` leaves the id in the store, and the
+    processor deletes the watch's entries at its next quiet moment."""
+    other = store.add_watch("https://other.example/", 300)
+    processor.handle(ok_task(watch, "a", "b"))
+    processor.handle(Task(other.url, other.id, page("a")))
+    store.remove_watch(watch.id)
+    processor.forget_removed()
+    keys = [key for key in index.db.iterator(include_value=False)]
+    assert not [key for key in keys if key.startswith((b"L%d:" % watch.id, b"B%d" % watch.id))]
+    assert [key for key in keys if key.startswith(b"L%d:" % other.id)] and index.is_baselined(other.id)
+    assert store.removed_watches() == []

@@ -1,0 +1,27 @@
+"""Tables that would otherwise grow for as long as the service runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from monitor.messages import DIRECT, Heartbeat
+from monitor.store import open_store
+
+DAY = 86400.0
+
+
+def test_old_fleet_rows_are_pruned_and_current_ones_kept(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "db.sqlite3")
+    now = 100 * DAY
+    store.record_heartbeat(Heartbeat("old", "h", 1, 1.0, state="stopped"), now - 8 * DAY)
+    store.record_heartbeat(Heartbeat("recent", "h", 2, 1.0, state="stopped"), now - 1 * DAY)
+    store.record_heartbeat(Heartbeat("quiet-but-alive", "h", 3, 1.0), now - 30 * DAY)
+    store.disable_host("ended.example", now - 2 * DAY, "r", now - 3 * DAY)
+    store.disable_host("current.example", now + 60, "r", now)
+    store.record_refusals("a.example", [DIRECT], now - 3600)
+    store.record_refusals("b.example", [DIRECT], now - 60)
+    assert store.prune(now, refusals_since=now - 600) == {"workers": 1, "host_cooldowns": 1, "refusals": 1,
+                                                          "check_counts": 0}
+    assert {w.id for w in store.list_workers()} == {"recent", "quiet-but-alive"}
+    assert store.cooldowns(now) == {"current.example": now + 60}
+    assert store.refused_by_every_exit("b.example", now - 600), "the recent refusal is kept"
+    store.close()
