@@ -12,19 +12,21 @@
 * tells runs of one worker name apart (pid and start time): a worker restarted by
   supervisord gets fresh leases, and its previous run's go back to the pool;
 * every second, marks workers silent for ``worker_lost_after`` seconds as lost and returns
-  their proxies to the pool; every hour, prunes rows of no further use (``Store.prune``).
+  their proxies to the pool; every minute, drops the oldest dead letters beyond
+  ``dead_letter_max``; every hour, prunes rows of no further use (``Store.prune``).
 """
 from __future__ import annotations
 
 import time
 
-from monitor import amqp
+from monitor import amqp, deadletters
 from monitor import config as configuration
 from monitor.log import get_logger
 from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, LeaseReply, LeaseRequest
 from monitor.store import Store, open_store
 
 REFUSAL_MEMORY = 600.0  # seconds a host's refusal of an exit counts towards disabling the host
+TRIM_EVERY = 60.0  # seconds between checks that dead_letter holds at most dead_letter_max messages
 PRUNE_EVERY = 3600.0  # seconds between prunings of old fleet rows (see Store.prune)
 BROKEN_PROXY_REST = 60.0  # seconds a proxy that failed itself is granted to nobody
 
@@ -34,7 +36,7 @@ class Master:
         self.config = config
         self.store = store
         self.log = get_logger("master")
-        self.pruned_at = 0.0
+        self.pruned_at = self.trimmed_at = 0.0
 
     def on_request(self, channel, method, properties, body: bytes) -> None:
         try:
@@ -83,10 +85,15 @@ class Master:
             self.log.warning("heartbeat dropped", reason=str(exc))
         channel.basic_ack(method.delivery_tag)
 
-    def check_fleet(self) -> None:
+    def check_fleet(self, channel) -> None:
         now = time.time()
         for worker in self.store.mark_lost(now, self.config.worker_lost_after):
             self.log.warning("worker lost, its proxies return to the pool", worker=worker)
+        if now - self.trimmed_at >= TRIM_EVERY:
+            self.trimmed_at = now
+            dropped = deadletters.trim(channel, self.config.dead_letter_max)
+            if dropped:
+                self.log.warning("oldest dead letters dropped", count=dropped, kept=self.config.dead_letter_max)
         if now - self.pruned_at >= PRUNE_EVERY:
             self.pruned_at = now
             removed = self.store.prune(now, now - REFUSAL_MEMORY)
@@ -104,7 +111,7 @@ class Master:
             while not stop.is_set():
                 connection.process_data_events(time_limit=1.0)
                 if time.monotonic() - last_check >= 1.0:
-                    self.check_fleet()
+                    self.check_fleet(channel)
                     last_check = time.monotonic()
 
         amqp.reconnecting(self.config, self.log, stop, session)

@@ -56,6 +56,7 @@ class Config:
     processor_prefetch: int = 1000
     processor_batch: int = 200  # tasks committed together (one LevelDB batch, one SQLite transaction)
     delivery_limit: int = 5
+    dead_letter_max: int = 100_000  # dead letters kept; past it the oldest are dropped (and logged)
     # The worker fleet (VPN patent): leases, cooldown, heartbeats, politeness.
     proxies_per_worker: int = 2
     host_cooldown: int = 7200
@@ -185,7 +186,7 @@ def load(environ: dict[str, str] | None = None) -> Config:
     config = Config(**values)
     if config.parser not in PARSERS:
         raise ConfigError(f"parser: {config.parser!r} is not one of {', '.join(PARSERS)}")
-    for name in ("worker_concurrency", "processor_prefetch", "processor_batch"):
+    for name in ("worker_concurrency", "processor_prefetch", "processor_batch", "dead_letter_max"):
         if getattr(config, name) < 1:
             raise ConfigError(f"{name}: must be at least 1")
     return dataclasses.replace(config, home=config.home.absolute())

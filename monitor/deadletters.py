@@ -54,6 +54,20 @@ def _browse(channel, limit: int) -> list[DeadLetter]:
     return letters
 
 
+def trim(channel, keep: int) -> int:
+    """Drop the oldest dead letters beyond ``keep``; return how many went. (A queue length
+    limit set by queue argument cannot be added to an existing queue; this works on any
+    broker.)"""
+    excess = channel.queue_declare(amqp.DEAD_LETTER, passive=True).method.message_count - keep
+    dropped = 0
+    while dropped < excess:
+        method, _properties, _body = channel.basic_get(amqp.DEAD_LETTER, auto_ack=True)
+        if method is None:
+            break
+        dropped += 1
+    return dropped
+
+
 class DeadLetterQueue:
     """A short-lived connection to the broker for ``monitor dlq`` commands."""
 

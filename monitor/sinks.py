@@ -26,17 +26,26 @@ class Sink(Protocol):
 
 
 class JsonLinesSink:
-    """Appends one JSON object per alert to ``$MONITOR_HOME/alerts.jsonl`` (fsynced)."""
+    """Appends one JSON object per alert to ``$MONITOR_HOME/alerts.jsonl`` (fsynced). Past
+    ``max_bytes`` the file becomes ``alerts.jsonl.1`` (the previous ``.1`` goes) and a new
+    one starts, so the file never grows without bound."""
 
     name = "jsonl"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.path = path
+        self.previous = path.with_name(path.name + ".1")
+        self.max_bytes = max_bytes
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def deliver(self, alerts: list[Alert]) -> None:
         if not alerts:
             return
+        try:
+            if self.path.stat().st_size >= self.max_bytes:
+                os.replace(self.path, self.previous)
+        except FileNotFoundError:
+            pass
         data = b"".join(alert.to_bytes() + b"\n" for alert in alerts)
         if self._tail_is_torn():
             data = b"\n" + data  # a line cut by a crash must not swallow the next one
@@ -57,17 +66,20 @@ class JsonLinesSink:
             return False
 
     def delivered(self, alert_ids: set[str]) -> set[str]:
-        if not self.path.exists():
-            return set()
+        """Those of ``alert_ids`` in the file or the one before it (an outbox record being
+        re-applied holds recent alerts only)."""
         found = set()
-        with open(self.path, "rb") as handle:
-            for line in handle:
-                try:
-                    alert_id = json.loads(line).get("alert_id")
-                except ValueError:
-                    continue  # a line torn by a crash mid-write
-                if alert_id in alert_ids:
-                    found.add(alert_id)
+        for path in (self.previous, self.path):
+            if not path.exists():
+                continue
+            with open(path, "rb") as handle:
+                for line in handle:
+                    try:
+                        alert_id = json.loads(line).get("alert_id")
+                    except ValueError:
+                        continue  # a line torn by a crash mid-write
+                    if alert_id in alert_ids:
+                        found.add(alert_id)
         return found
 
 

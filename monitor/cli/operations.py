@@ -149,7 +149,8 @@ def cmd_dlq_list(args, config, store) -> None:
         else:
             print(f"{letter.id}  from {letter.queue} ({letter.reason})  {letter.preview()}")
     if not args.json:
-        print(f"{len(letters)} dead letter(s)", file=sys.stderr)
+        print(f"{len(letters)} dead letter(s); at most {config.dead_letter_max} are kept, the oldest dropped first",
+              file=sys.stderr)
 
 
 def cmd_dlq_replay(args, config, store) -> None:

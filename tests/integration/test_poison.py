@@ -162,3 +162,16 @@ def test_while_a_sink_cannot_write_the_task_is_held_then_applied_once(pipeline, 
     assert [line["url"] for line in pipeline.alert_lines()] == [site.url("/b")]
     assert _dead_count(channel) == 0
     assert "rejected" not in log.log_text()
+
+
+def test_dead_letter_keeps_at_most_its_bound_dropping_the_oldest(pipeline):
+    pipeline.configure(dead_letter_max=3)
+    channel = pipeline.channel()
+    for n in range(5):
+        amqp.publish(channel, amqp.DEAD_LETTER, json.dumps({"n": n}).encode())
+    master = pipeline.master()
+    wait_for(lambda: _dead_count(channel) == 3, timeout=30, message="dead_letter trimmed to its bound")
+    assert '"oldest dead letters dropped", "count": 2' in master.log_text()
+    listed = pipeline.cli("dlq", "list", "--json").stdout.splitlines()
+    assert [json.loads(json.loads(line)["body"])["n"] for line in listed] == [2, 3, 4]
+    assert "at most 3 are kept" in pipeline.cli("dlq", "list").stderr

@@ -26,3 +26,13 @@ def test_nothing_to_deliver_creates_nothing(tmp_path):
     sink = JsonLinesSink(tmp_path / "alerts.jsonl")
     sink.deliver([])
     assert not sink.path.exists() and sink.delivered({"x"}) == set()
+
+
+def test_the_file_is_rotated_past_its_size_and_delivered_still_sees_the_previous_one(tmp_path):
+    sink = JsonLinesSink(tmp_path / "alerts.jsonl", max_bytes=300)
+    for n in range(10):
+        sink.deliver([_alert(n)])
+    assert sink.path.stat().st_size < 300 + 200 and sink.previous.exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["alerts.jsonl", "alerts.jsonl.1"]
+    latest = [json.loads(line)["alert_id"] for path in (sink.previous, sink.path) for line in path.read_bytes().splitlines()]
+    assert latest[-1] == "1-code9" and sink.delivered(set(latest)) == set(latest)
