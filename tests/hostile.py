@@ -53,6 +53,8 @@ ROUTES = {
     "/loop": lambda h: send(h, b"", status=302, headers={"Location": "/loop"}),
     "/hop": lambda h: send(h, b"", status=301, headers={"Location": "/ok"}),
     "/to-metadata": lambda h: send(h, b"", status=302, headers={"Location": "http://169.254.169.254/latest/"}),
+    "/to-bad-ipv6": lambda h: send(h, b"", status=302, headers={"Location": "http://[x/"}),
+    "/to-long-label": lambda h: send(h, b"", status=302, headers={"Location": "http://" + "a" * 64 + ".example/"}),
     "/pdf": lambda h: send(h, b"%PDF-1.4", content_type="application/pdf"),
     "/missing": lambda h: send(h, b"gone", status=404),
     "/lying": lambda h: send(h, '<a href="/c">Café</a>'.encode("latin-1"), content_type="text/html; charset=utf-8"),

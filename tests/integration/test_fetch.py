@@ -150,3 +150,11 @@ def test_dns_rebinding_cannot_reach_a_refused_address(origin, monkeypatch):
     port = origin.rsplit(":", 1)[1]
     with pytest.raises(FetchError, match="refused: connected to non-public address 127.0.0.1"):
         fetch(f"http://rebind.example:{port}/ok", dataclasses.replace(CONFIG, allow_private=False))
+
+
+@pytest.mark.parametrize("path", ["/to-bad-ipv6", "/to-long-label"])
+def test_a_redirect_to_an_unparsable_url_is_the_watchs_error_not_a_crash(origin, path):
+    """urlsplit's ValueError and IDNA's UnicodeError used to escape and kill the worker."""
+    task = check_page(Job(origin + path, 3), CONFIG)
+    assert task.status == "error" and task.error.startswith("bad redirect: ")
+    assert "\n" not in task.error
