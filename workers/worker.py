@@ -16,6 +16,7 @@ and parsing run in a pool of threads, never two fetches at once for the same hos
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import threading
 import time
@@ -33,6 +34,17 @@ from monitor.urls import redact
 from workers.control import UNAVAILABLE, ControlLink
 from workers.dispatch import HostQueues
 from workers.exits import Cooldowns, Exit, ExitPool, Politeness
+
+def open_file_limit(wanted: int) -> int:
+    """Raise this process's open-file limit towards ``wanted`` as far as the hard limit
+    allows (no privilege needed); return the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        return target
+    return soft
+
 
 def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
@@ -53,9 +65,11 @@ class Worker:
                                   subscribe=[(amqp.HOST_EVENTS, self.on_host_event)])
         self.fetchers = ThreadPoolExecutor(config.worker_concurrency, thread_name_prefix="fetch")
         self.hosts: HostQueues[tuple[Job, Delivery]] = HostQueues()
-        # Idle keep-alive connections to the hosts checked most recently (one file descriptor
-        # each: supervisord.conf's minfds leaves room for them).
-        self.connections = Connections(config, hosts=10 * config.worker_concurrency)
+        # Idle keep-alive connections to the hosts checked most recently: one file descriptor
+        # each, so as many as the open-file limit leaves room for beside the jobs in flight.
+        files = open_file_limit(10 * config.worker_concurrency + 200)
+        self.connections = Connections(config, hosts=max(10, min(10 * config.worker_concurrency,
+                                                                  files - 2 * config.worker_concurrency - 100)))
         # Parsing is CPU work under the GIL: more parses at once than cores gain nothing and
         # would hold that many parse trees in memory at once.
         self.parse_slots = threading.BoundedSemaphore(os.cpu_count() or 2)

@@ -1,6 +1,8 @@
 """What a worker publishes always fits the broker's and the processor's message limit."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,16 @@ def test_a_task_over_the_message_limit_is_published_as_an_error(monkeypatch: pyt
     assert len(body) < 5_000 and (task.status, task.context) == ("error", [])
     assert task.error.startswith("the page's links make a task of ") and task.error.endswith("over 5000")
     worker.fetchers.shutdown()
+
+
+@pytest.mark.parametrize("soft, hard, wanted, granted", [(256, 4096, 1200, 1200), (256, 512, 1200, 512),
+                                                          (2048, 4096, 1200, 2048)])
+def test_a_worker_raises_its_open_file_limit_as_far_as_allowed(soft: int, hard: int, wanted: int, granted: int):
+    """Keep-alive connections need file descriptors: the worker raises its soft limit up to
+    the hard one itself (a supervisord `minfds` would refuse to start where the hard limit is low)."""
+    code = ("import resource; from workers.worker import open_file_limit; "
+            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard})); "
+            f"print(open_file_limit({wanted}), resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    assert output == [str(granted), str(granted)]
