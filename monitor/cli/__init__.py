@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run a local site that publishes links, watch it, show alerts")
     p.add_argument("--every", type=float, default=3.0, help="seconds between new stories (default 3)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
+    p.add_argument("--external-broker", action="store_true",
+                   help="run on AMQP_URL's broker anyway (only one the demo has to itself)")
     p.set_defaults(func=_lazy("operations", "cmd_demo"))
     return parser
 

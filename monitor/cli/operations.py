@@ -182,6 +182,10 @@ def cmd_demo(args, config, store) -> None:
     """A stack of its own under $MONITOR_HOME/demo, watching a local site that keeps publishing."""
     from monitor.demo import LocalSite
 
+    if not config.local_broker and not args.external_broker:
+        raise UsageError("AMQP_URL names a broker another stack may use, and the demo's processes would take its "
+                         "messages: unset AMQP_URL (the demo runs a private node), or pass --external-broker for a "
+                         "broker (vhost) of the demo's own")
     demo = dataclasses.replace(config, home=config.home / "demo", allow_private=True, amqp_port=None)
     site = LocalSite().start()
     url = site.add_page("/", [(f"/stories/{n}", f"Story number {n}") for n in range(1, 4)])

@@ -239,3 +239,11 @@ def test_cli_writes_the_store_under_monitor_home(monitor: Monitor) -> None:
     finally:
         store.close()
     assert (watch.url, watch.interval_s, watch.enabled) == ("https://news.example/", 30, True)
+
+
+def test_the_demo_refuses_a_broker_another_stack_may_use(monitor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its processes would consume the other stack's tasks and ack them as unknown watches."""
+    monkeypatch.setenv("AMQP_URL", "amqp://guest:guest@127.0.0.1:1/%2F")
+    result = monitor("demo")
+    assert result.code == 2 and "unset AMQP_URL" in result.err and "--external-broker" in result.err
+    assert len(result.err.strip().splitlines()) == 1
