@@ -125,6 +125,13 @@ class Connections:
                 manager = self._managers[proxy] = self._new(proxy)
             return manager
 
+    def drop(self, proxies: list[str]) -> None:
+        """Close the pools of proxies no longer used (a fetch still running on one finishes)."""
+        with self._lock:
+            managers = [self._managers.pop(proxy) for proxy in proxies if proxy in self._managers]
+        for manager in managers:
+            manager.clear()
+
     def _new(self, proxy: str | None) -> urllib3.PoolManager:
         # maxsize 1: a worker never fetches one host twice at once (extra connections are
         # opened when needed and not kept). Through a proxy every plain-HTTP fetch shares

@@ -134,14 +134,14 @@ class ExitPool:
             self.broken.append(exit.id)
             self._take(self.control.lease(1, self._held_proxies(), broken=list(self.broken)))
 
-    def extras(self) -> list[int]:
-        """Give up the exits above ``cap`` (least recently used first); return their ids,
-        for the controller to take back."""
+    def extras(self) -> list[Exit]:
+        """Give up the proxies above ``cap`` (least recently used first) and return them, for
+        the controller to take back."""
         extra = sorted(self.exits, key=lambda exit: exit.last_used)[:max(0, len(self.exits) - self.cap)]
         for exit in extra:
             self.exits.remove(exit)
         self.retired.extend(extra)
-        return [exit.id for exit in extra if exit.id != DIRECT]
+        return [exit for exit in extra if exit.id != DIRECT]
 
     def proxy_ids(self) -> list[int]:
         return self._held_proxies()

@@ -190,7 +190,8 @@ class Worker:
             with self.exits_lock:
                 extras = self.pool.extras()
             if extras:
-                self.control.release(extras)
+                self.control.release([exit.id for exit in extras])
+                self.connections.drop([exit.url for exit in extras])
 
     def _next_exit(self, host: str, tried: set[int], refused: list[int]) -> Exit | None:
         """The exit to try next for ``host``: one this job has not tried, else one more from
@@ -214,6 +215,7 @@ class Worker:
         with self.exits_lock:
             if exc.proxy_failed:
                 self.pool.failed(exit, str(exc))
+                self.connections.drop([exit.url])
             else:
                 self.pool.refused(exit, str(exc))
                 refused.append(exit.id)

@@ -158,3 +158,12 @@ def test_a_redirect_to_an_unparsable_url_is_the_watchs_error_not_a_crash(origin,
     task = check_page(Job(origin + path, 3), CONFIG)
     assert task.status == "error" and task.error.startswith("bad redirect: ")
     assert "\n" not in task.error
+
+
+def test_the_pools_of_a_proxy_given_back_are_closed():
+    """Proxies come and go over the years: their pools must not pile up in a worker."""
+    connections = Connections(CONFIG)
+    first = connections.manager("http://127.0.0.1:1")
+    connections.drop(["http://127.0.0.1:1", "http://never-used:1"])
+    assert connections.manager("http://127.0.0.1:1") is not first
+    assert list(connections._managers) == ["http://127.0.0.1:1"]

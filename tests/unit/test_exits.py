@@ -52,7 +52,8 @@ def test_least_recently_used_untried_exit_is_picked_and_the_controller_is_asked_
     third = pool.pick(tried)
     assert reply.disabled_hosts == {} and third.id == 3
     pool.used(third)
-    assert pool.extras() == [1] and [e.id for e in pool.exits] == [2, 3], "the least recently used extra goes back"
+    assert [e.id for e in pool.extras()] == [1] and [e.id for e in pool.exits] == [2, 3], \
+        "the least recently used extra goes back"
 
 
 def test_only_the_controller_disables_a_host_when_every_exit_was_refused():
