@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 from monitor import config as configuration
 from monitor.config import Config
 
+BROKER_USER = "monitor"
 RABBITMQ_BIN = Path(os.environ.get("MONITOR_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
 
 
@@ -72,16 +74,33 @@ def _require_rabbitmq() -> None:
                           "run `make install` or `apt-get install rabbitmq-server`, or set AMQP_URL")
 
 
+def _private(path: Path, text: str) -> None:
+    """Write ``text`` to a file only its owner can read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
 def prepare(config: Config) -> None:
-    """Create the node's directories and files (idempotent)."""
+    """Create the node's directories and files (idempotent).
+
+    A new node gets a user of its own with a generated password (in
+    ``rabbitmq/credentials``, mode 0600, read by :attr:`Config.broker_url`) instead of
+    RabbitMQ's ``guest``, whose well-known password any local user could use. A node
+    created before keeps its configuration (and ``guest``).
+    """
     base = config.rabbitmq_dir
     for sub in ("mnesia", "log"):
         (base / sub).mkdir(parents=True, exist_ok=True)
     conf = base / "rabbitmq.conf"
     if not conf.exists():
-        conf.write_text("# Private node of homepage-monitor; managed by monitor/broker.py\n"
-                        "loopback_users.guest = true\n"
-                        "disk_free_limit.absolute = 200MB\n")
+        password = secrets.token_urlsafe(24)
+        _private(config.broker_credentials_path, f"{BROKER_USER}:{password}\n")
+        _private(conf, "# Private node of homepage-monitor; managed by monitor/broker.py\n"
+                       f"default_user = {BROKER_USER}\n"
+                       f"default_pass = {password}\n"
+                       "loopback_users.guest = true\n"
+                       "disk_free_limit.absolute = 200MB\n")
     plugins = base / "enabled_plugins"
     if not plugins.exists():
         plugins.write_text("[].\n")

@@ -109,7 +109,15 @@ class Config:
         """The AMQP URL every process connects to."""
         if self.amqp_url:
             return self.amqp_url
-        return f"amqp://guest:guest@127.0.0.1:{self.local_amqp_port}/%2F"
+        try:  # the local node's own user (see monitor.broker.prepare)
+            credentials = self.broker_credentials_path.read_text().strip()
+        except FileNotFoundError:
+            credentials = "guest:guest"  # a node created before it had one
+        return f"amqp://{credentials}@127.0.0.1:{self.local_amqp_port}/%2F"
+
+    @property
+    def broker_credentials_path(self) -> Path:
+        return self.rabbitmq_dir / "credentials"
 
 
 _ENV = {

@@ -52,9 +52,9 @@ class Node:
 
     def __init__(self, home: Path) -> None:
         self.config = Config(home=home, amqp_port=free_broker_port())
-        self.url = self.config.broker_url
-        self.proc: subprocess.Popen | None = None
         local_broker.prepare(self.config)
+        self.url = self.config.broker_url  # with the credentials prepare() generated
+        self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         local_broker.ensure_epmd(self.config, wait_for_supervised=0)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import signal
 
+import pika
+import pytest
+
 from monitor import amqp, broker
 from tests.helpers import wait_for
 
@@ -67,3 +70,17 @@ def test_sigterm_lets_a_worker_finish_the_job_in_hand(pipeline, site):
 
     processor.proc.send_signal(signal.SIGTERM)
     assert processor.proc.wait(30) == 0
+
+
+def test_the_local_node_has_its_own_user_and_refuses_guest(rabbit):
+    """guest/guest is a password every local user knows: a new node gets a user of its own,
+    its generated password readable by the stack's owner only."""
+    credentials = rabbit.config.broker_credentials_path
+    assert credentials.stat().st_mode & 0o777 == 0o600
+    assert (rabbit.config.rabbitmq_dir / "rabbitmq.conf").stat().st_mode & 0o777 == 0o600
+    user, password = credentials.read_text().strip().split(":", 1)
+    assert rabbit.url.startswith(f"amqp://{user}:") and len(password) >= 32
+    pika.BlockingConnection(pika.URLParameters(rabbit.url)).close()
+    port = rabbit.config.local_amqp_port
+    with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+        pika.BlockingConnection(pika.URLParameters(f"amqp://guest:guest@127.0.0.1:{port}/%2F")).close()
