@@ -34,7 +34,7 @@ import plyvel
 from monitor import amqp
 from monitor import config as configuration
 from monitor.linkindex import LinkIndex
-from monitor.log import get_logger
+from monitor.log import describe, get_logger
 from monitor.messages import Alert, InvalidMessage, Task
 from monitor.sinks import Sink, build_sinks
 from monitor.store import CheckResult, LinkRecord, Store, Validators, open_store
@@ -193,7 +193,7 @@ class Processor:
     def _failed(self, key: bytes, record: dict, exc: Exception, channel) -> bool:
         """Count a failed attempt at an outbox record; quarantine it after the last one.
         Return whether it is out of the outbox now."""
-        reason = f"{type(exc).__name__}: {exc}"[:300]
+        reason = describe(exc)
         watch_ids = [check.get("watch_id") for check in record.get("checks", [record])]
         self.attempts[key] = self.attempts.get(key, 0) + 1
         if self.attempts[key] < QUARANTINE_AFTER or channel is None:
@@ -249,7 +249,7 @@ class Processor:
             except INFRASTRUCTURE as exc:
                 self.outbox_dirty = True
                 self.log.warning("store unavailable, holding the task", watch_id=task.id, retry_in_s=delay,
-                                 reason=f"{type(exc).__name__}: {exc}"[:300])
+                                 reason=describe(exc))
                 if self.stop.is_set():
                     return  # unacked: the broker gives it back when the connection closes
                 channel.connection.sleep(delay)  # keeps the connection's heartbeats going
@@ -257,7 +257,7 @@ class Processor:
                 continue
             except Exception as exc:
                 self.log.error("task rejected to dead_letter: applying it failed", watch_id=task.id,
-                               reason=f"{type(exc).__name__}: {exc}"[:300])
+                               reason=describe(exc))
                 channel.basic_reject(tag, requeue=False)
                 return
             channel.basic_ack(tag)

@@ -24,7 +24,7 @@ import pika
 import pika.exceptions
 
 from monitor.config import Config
-from monitor.log import EventLogger
+from monitor.log import EventLogger, describe
 from monitor.urls import redact, scrub_credentials
 
 JOB_QUEUE = "job_queue"
@@ -188,7 +188,7 @@ def rejecting_failures(handler: Callable, log: EventLogger, queue: str) -> Calla
             raise
         except Exception as exc:
             log.error("message rejected: handling it failed", queue=queue,
-                      reason=f"{type(exc).__name__}: {exc}"[:300], body=body[:200].decode("utf-8", "replace"))
+                      reason=describe(exc), body=body[:200].decode("utf-8", "replace"))
             channel.basic_reject(method.delivery_tag, requeue=False)
     return on_message
 
@@ -217,7 +217,7 @@ def reconnecting(config: Config, log: EventLogger, stop: threading.Event,
         except BrokerUnavailable:
             return
         except (PublishFailed, *RECOVERABLE) as exc:
-            log.warning("broker connection lost, reconnecting", reason=f"{type(exc).__name__}: {exc}"[:300])
+            log.warning("broker connection lost, reconnecting", reason=describe(exc))
             stop.wait(1.0)
         finally:
             if connection is not None and connection.is_open:

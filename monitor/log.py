@@ -46,6 +46,11 @@ class EventLogger:
         self._log(logging.ERROR, event, fields, exc_info=exc_info)
 
 
+def describe(exc: BaseException, limit: int = 300) -> str:
+    """An exception as the short one-line reason logs and statuses show."""
+    return f"{type(exc).__name__}: {exc}"[:limit]
+
+
 _configured = False
 
 

@@ -28,7 +28,7 @@ from monitor import config as configuration
 from monitor.async_amqp import AsyncClient, Delivery
 from monitor.check import task_from_error, task_from_page
 from monitor.fetch import Connections, FetchError, fetch
-from monitor.log import get_logger
+from monitor.log import describe, get_logger
 from monitor.messages import MAX_MESSAGE_BYTES, Heartbeat, HostDisabled, InvalidMessage, Job, Task, run_id
 from monitor.urls import redact
 from workers.control import UNAVAILABLE, ControlLink
@@ -120,7 +120,7 @@ class Worker:
             return
         except Exception as exc:  # any surprise ends as this watch's status, never as a dead worker
             self.log.error("check failed", exc_info=True, watch_id=job.id)
-            task = Task(job.base_url, job.id, [], status="error", error=f"{type(exc).__name__}: {exc}"[:300],
+            task = Task(job.base_url, job.id, [], status="error", error=describe(exc),
                         fetched_at=time.time(), worker=self.name)
         body = task.to_bytes()
         if len(body) > MAX_MESSAGE_BYTES:  # the broker and the processor would refuse it
