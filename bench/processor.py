@@ -16,6 +16,7 @@ check it records is the processing time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -33,6 +34,7 @@ import pika  # noqa: E402
 
 from bench.common import memory_mb  # noqa: E402
 from monitor import amqp  # noqa: E402
+from monitor.homekey import HomeKey  # noqa: E402
 from monitor.messages import Task  # noqa: E402
 from monitor.store import open_store  # noqa: E402
 from tests.integration.conftest import Node  # noqa: E402
@@ -65,8 +67,11 @@ class Bench:
         self.log_path = self.home / "processor.log"
 
     def publish(self, tasks: list[Task]) -> None:
+        """Publish ``tasks`` as workers would for issued jobs (signed with the home's key)."""
+        key, now = HomeKey.load(self.home), time.time()
         for task in tasks:
-            self.channel.basic_publish("", amqp.TASK_QUEUE, task.to_bytes(), pika.BasicProperties(delivery_mode=2))
+            body = dataclasses.replace(task, token=key.token(task.id, now)).to_bytes()
+            self.channel.basic_publish("", amqp.TASK_QUEUE, body, pika.BasicProperties(delivery_mode=2))
         self.channel.queue_declare(amqp.TASK_QUEUE, passive=True)  # a round trip: every publish has arrived
 
     def start(self) -> float:

@@ -33,6 +33,7 @@ import plyvel
 
 from monitor import amqp
 from monitor import config as configuration
+from monitor.homekey import HomeKey
 from monitor.linkindex import LinkIndex
 from monitor.log import describe, get_logger
 from monitor.messages import Alert, InvalidMessage, Task
@@ -266,9 +267,11 @@ class Processor:
 
 def consume_groups(config: configuration.Config, processor: Processor, stop) -> None:
     """Consume ``task_queue`` in groups until ``stop`` is set, reconnecting as needed. A
-    message that fails validation is rejected to ``dead_letter`` on its own (a later
-    ``multiple`` ack never covers it: it is no longer outstanding)."""
+    message that fails validation, or whose token this home did not sign (it is not the
+    result of a job the scheduler issued), is rejected to ``dead_letter`` on its own (a
+    later ``multiple`` ack never covers it: it is no longer outstanding)."""
     log = processor.log
+    key = HomeKey.load(config.home)
 
     def session(connection) -> None:
         channel = amqp.open_channel(connection, config, config.processor_prefetch)
@@ -282,9 +285,12 @@ def consume_groups(config: configuration.Config, processor: Processor, stop) -> 
                 processor.forget_removed()
             if method is not None:
                 try:
-                    group.append((method.delivery_tag, Task.from_bytes(body)))
+                    task = Task.from_bytes(body)
+                    if not key.verify(task.id, task.token):
+                        raise InvalidMessage("no valid token: the task is not for a job this home issued")
+                    group.append((method.delivery_tag, task))
                     started = started or time.monotonic()
-                    links += len(group[-1][1].context)
+                    links += len(task.context)
                 except InvalidMessage as exc:
                     log.warning("message rejected to dead_letter", queue=amqp.TASK_QUEUE, reason=str(exc))
                     channel.basic_reject(method.delivery_tag, requeue=False)

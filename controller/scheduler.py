@@ -1,7 +1,8 @@
 """The scheduler: ten times a second, publish each due, enabled watch to ``job_queue``.
 
-A watch is marked in flight, then published as ``{"baseUrl", "id", "enqueued_at"}`` with
-the validators of its last check (persistent, confirmed); a job the broker did not confirm
+A watch is marked in flight, then published as ``{"baseUrl", "id", "enqueued_at", "token"}``
+with the validators of its last check and a token signed with the home's key, without which
+the processor applies no task (persistent, confirmed); a job the broker did not confirm
 is due again at once. A watch in flight is not published again until its result arrives,
 so ``job_queue`` holds at most one job per watch, however far behind the fleet falls.
 A job lost on the way (dead-lettered, or its task was) is published again once it has been
@@ -24,6 +25,7 @@ import schedule
 from monitor import amqp
 from monitor import config as configuration
 from monitor.async_amqp import AsyncClient
+from monitor.homekey import HomeKey
 from monitor.log import get_logger
 from monitor.messages import Job
 from monitor.store import Store, Watch, open_store
@@ -54,6 +56,7 @@ class Scheduler:
         self.config = config
         self.store = store
         self.client = client
+        self.key = HomeKey.load(config.home)
         self.log = get_logger("scheduler")
 
     def tick(self) -> int:
@@ -92,7 +95,8 @@ class Scheduler:
                     all_confirmed.set()
 
         for watch in interleave_by_host(due):
-            job = Job(watch.url, watch.id, now, watch.etag, watch.last_modified, watch.content_hash)
+            job = Job(watch.url, watch.id, now, watch.etag, watch.last_modified, watch.content_hash,
+                      self.key.token(watch.id, now))
             self.client.publish(amqp.JOB_QUEUE, job.to_bytes(), functools.partial(confirmed, watch.id))
         if not all_confirmed.wait(CONFIRM_TIMEOUT):
             self.log.warning("confirms overdue: unconfirmed jobs count as published", outstanding=outstanding)
@@ -116,11 +120,13 @@ def main() -> None:
     scheduler = Scheduler(config, store, client)
     schedule.every(TICK).seconds.do(scheduler.tick)
     log.info("starting", broker="local" if config.local_broker else "external")
-    while not stop.is_set():
+    while not stop.is_set() and client.conflict is None:
         schedule.run_pending()
         stop.wait(TICK / 2)
     client.stop()
     store.close()
+    if client.conflict is not None:
+        raise SystemExit(2)
     log.info("stopped")
 
 

@@ -5,10 +5,15 @@ Topology (declared idempotently by every process at connect):
 * ``job_queue`` and ``task_queue``: durable quorum queues with a delivery limit; a message
   rejected, or redelivered more often than the limit, goes to ``dead_letter``.
 * ``dead_letter``: durable quorum queue, inspected and replayed with ``monitor dlq``.
-* ``control``: request/reply (direct reply-to) from workers to the controller: proxy leases.
+* ``control``: request/reply (direct reply-to) from workers to the controller: proxy leases
+  (expire after 30 s unread).
 * ``heartbeats``: worker heartbeats to the controller (expire after a minute unread).
+  Both are served through :func:`rejecting_failures`: a message that fails, or that was in
+  hand when the controller died, is dropped (its sender repeats it), never retried forever.
 * ``host_events``: fanout exchange; the controller announces a host cooldown to every
   worker (each binds its own exclusive queue).
+* ``monitor.home``: an empty queue that marks which home's controller owns this vhost
+  (see :func:`claim_home`): two homes on one vhost would consume each other's messages.
 
 Every publish is persistent, mandatory and confirmed by the broker. Consumers ack manually.
 """
@@ -23,7 +28,8 @@ from typing import Callable
 import pika
 import pika.exceptions
 
-from monitor.config import Config
+from monitor.config import Config, ConfigError
+from monitor.homekey import HomeKey
 from monitor.log import EventLogger, describe
 from monitor.urls import redact, scrub_credentials
 
@@ -33,6 +39,7 @@ DEAD_LETTER = "dead_letter"
 CONTROL_QUEUE = "control"
 HEARTBEAT_QUEUE = "heartbeats"
 HOST_EVENTS = "host_events"
+HOME_QUEUE = "monitor.home"
 REPLY_TO = "amq.rabbitmq.reply-to"
 
 # Errors after which the right move is to drop the connection and connect again.
@@ -54,6 +61,33 @@ class PublishFailed(RuntimeError):
 
 class RpcTimeout(RuntimeError):
     """No reply arrived in time (the controller is down or busy)."""
+
+
+class HomeConflict(ConfigError):
+    """The broker's vhost belongs to another home: running on would mix two stacks' messages."""
+
+
+def claim_home(channel: pika.adapters.blocking_connection.BlockingChannel, config: Config) -> None:
+    """Mark the vhost as this home's, or raise :class:`HomeConflict` if another home has.
+
+    The mark is the dead-letter routing key of the (always empty) ``monitor.home`` queue,
+    set to the home's public id: RabbitMQ refuses to declare a queue again with other
+    arguments, so the broker itself keeps a second home off the vhost, atomically. The
+    channel is closed by the broker on a conflict. Workers do not claim (a fleet's workers
+    run on other machines, with homes of their own).
+    """
+    home_id = HomeKey.load(config.home).home_id
+    try:
+        channel.queue_declare(HOME_QUEUE, durable=True, arguments={
+            "x-dead-letter-exchange": "", "x-dead-letter-routing-key": f"home:{home_id}"})
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        if exc.reply_code != 406:
+            raise
+        owner = exc.reply_text.rpartition("current is 'home:")[2].rstrip("'")
+        raise HomeConflict(
+            f"the broker's vhost at {redact(config.broker_url)} belongs to another monitor home (id {owner}, this "
+            f"home is {home_id}): give each home its own vhost in AMQP_URL, or, if that home is gone for good, "
+            f"delete the queue {HOME_QUEUE} on that vhost (its queues hold that home's jobs)") from None
 
 
 def declare_topology(channel: pika.adapters.blocking_connection.BlockingChannel, config: Config) -> None:
@@ -109,8 +143,10 @@ def connect(config: Config, log: EventLogger, attempts: int | None = None,
 
 
 def open_channel(connection: pika.BlockingConnection, config: Config, prefetch: int = 0):
-    """A channel with publisher confirms on, the topology declared and the prefetch set."""
+    """A channel with the vhost claimed for this home, publisher confirms on, the topology
+    declared and the prefetch set."""
     channel = connection.channel()
+    claim_home(channel, config)
     channel.confirm_delivery()
     declare_topology(channel, config)
     if prefetch:
@@ -118,12 +154,27 @@ def open_channel(connection: pika.BlockingConnection, config: Config, prefetch: 
     return channel
 
 
-def declare_with_blocking_client(config: Config, log: EventLogger) -> None:
-    """Declare the topology over a short-lived connection (one attempt; raises
-    BrokerUnavailable or a RECOVERABLE error), for clients that are not blocking ones."""
+def check_topology(channel: pika.adapters.blocking_connection.BlockingChannel) -> None:
+    """Check that the queues and the exchange a worker uses exist (passive declares, which
+    need no permission: a fleet's workers may use a broker user that cannot configure
+    queues). Raises a RECOVERABLE channel error until the controller has declared them."""
+    for queue in (JOB_QUEUE, TASK_QUEUE, CONTROL_QUEUE, HEARTBEAT_QUEUE):
+        channel.queue_declare(queue, passive=True)
+    channel.exchange_declare(HOST_EVENTS, passive=True)
+
+
+def declare_with_blocking_client(config: Config, log: EventLogger, owner: bool = True) -> None:
+    """Over a short-lived connection (one attempt; raises BrokerUnavailable or a RECOVERABLE
+    error), for clients that are not blocking ones: the home's own processes (``owner``)
+    claim the vhost (:class:`HomeConflict`) and declare the topology; workers only check it."""
     connection = connect(config, log, attempts=1)
     try:
-        declare_topology(connection.channel(), config)
+        channel = connection.channel()
+        if owner:
+            claim_home(channel, config)
+            declare_topology(channel, config)
+        else:
+            check_topology(channel)
     finally:
         if connection.is_open:
             connection.close()
@@ -177,11 +228,23 @@ def reply(channel, properties, body: bytes) -> None:
 
 
 def rejecting_failures(handler: Callable, log: EventLogger, queue: str) -> Callable:
-    """Wrap a consumer callback so that a message whose handling fails (a bad message the
-    schema let through, a value a store refuses) is logged and rejected, to ``dead_letter``
-    where the queue has one, instead of ending the process and coming back after every
-    restart. Broker errors still propagate: the connection is opened again."""
+    """Wrap the consumer callback of a control-plane queue (lease requests, heartbeats:
+    messages their senders repeat) so that no message can stop the consumer for good:
+
+    * a message whose handling fails (a bad message the schema let through, a value a store
+      refuses) is logged and rejected, to ``dead_letter`` where the queue has one;
+    * a message delivered again (the consumer's last run ended while it was in hand: it may
+      be the very message that killed it) is logged and dropped unhandled: its sender sends
+      a fresh one anyway, and these queues' messages expire soon, so dead-lettering them
+      would only bury the dead letters that matter. This is these queues' delivery limit.
+
+    Broker errors still propagate: the connection is opened again."""
     def on_message(channel, method, properties, body: bytes) -> None:
+        if method.redelivered:
+            log.warning("redelivered message dropped: its sender repeats it", queue=queue,
+                        body=body[:200].decode("utf-8", "replace"))
+            channel.basic_reject(method.delivery_tag, requeue=False)
+            return
         try:
             handler(channel, method, properties, body)
         except (PublishFailed, *RECOVERABLE):
@@ -216,6 +279,9 @@ def reconnecting(config: Config, log: EventLogger, stop: threading.Event,
             session(connection)
         except BrokerUnavailable:
             return
+        except HomeConflict as exc:
+            log.error("refusing to run", reason=str(exc))
+            raise SystemExit(2) from None
         except (PublishFailed, *RECOVERABLE) as exc:
             log.warning("broker connection lost, reconnecting", reason=describe(exc))
             stop.wait(1.0)

@@ -20,8 +20,8 @@ The blocking client (:mod:`monitor.amqp`) waits for each publisher confirm, one 
   no longer be acked (the broker has already requeued it), so acks and nacks for it are
   dropped, as are publishes tied to it: its job will be delivered again.
 
-Topology is declared through the blocking client at each connect (:func:`amqp.declare_topology`
-stays the one place that knows queue arguments). The connection reconnects with capped
+Topology is declared (or, by workers, checked) through the blocking client at each connect
+(:func:`amqp.declare_topology` stays the one place that knows queue arguments). The connection reconnects with capped
 exponential backoff until :meth:`stop`.
 """
 from __future__ import annotations
@@ -55,11 +55,15 @@ class Delivery:
 class AsyncClient:
     def __init__(self, config: Config, log: EventLogger,
                  consume: tuple[str, int, Callable[[Delivery], None]] | None = None,
-                 subscribe: list[tuple[str, Callable[[bytes], None]]] = ()) -> None:
+                 subscribe: list[tuple[str, Callable[[bytes], None]]] = (), owner: bool = True) -> None:
         self.config = config
         self.log = log
         self.consume = consume
         self.subscribe = subscribe
+        # The home's own processes claim the vhost and declare the topology; workers (which may
+        # run elsewhere, as a broker user that cannot configure queues) only check it exists.
+        self.owner = owner
+        self.conflict: amqp.HomeConflict | None = None  # set when another home owns the vhost: give up
         self.generation = 0
         self.ready = threading.Event()  # set while a channel is open
         self._connection: pika.SelectConnection | None = None
@@ -97,7 +101,11 @@ class AsyncClient:
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
-                amqp.declare_with_blocking_client(self.config, self.log)
+                amqp.declare_with_blocking_client(self.config, self.log, self.owner)
+            except amqp.HomeConflict as exc:
+                self.log.error("refusing to run", reason=str(exc))
+                self.conflict = exc
+                break
             except (amqp.BrokerUnavailable, *amqp.RECOVERABLE) as exc:
                 self._wait_before_retry(exc)
                 continue

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from monitor import config as configuration
 from monitor.config import Config
+from monitor.homekey import write_private
 
 BROKER_USER = "monitor"
 RABBITMQ_BIN = Path(os.environ.get("MONITOR_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
@@ -74,13 +75,6 @@ def _require_rabbitmq() -> None:
                           "run `make install` or `apt-get install rabbitmq-server`, or set AMQP_URL")
 
 
-def _private(path: Path, text: str) -> None:
-    """Write ``text`` to a file only its owner can read."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-
-
 def prepare(config: Config) -> None:
     """Create the node's directories and files (idempotent).
 
@@ -95,8 +89,8 @@ def prepare(config: Config) -> None:
     conf = base / "rabbitmq.conf"
     if not conf.exists():
         password = secrets.token_urlsafe(24)
-        _private(config.broker_credentials_path, f"{BROKER_USER}:{password}\n")
-        _private(conf, "# Private node of homepage-monitor; managed by monitor/broker.py\n"
+        write_private(config.broker_credentials_path, f"{BROKER_USER}:{password}\n")
+        write_private(conf, "# Private node of homepage-monitor; managed by monitor/broker.py\n"
                        f"default_user = {BROKER_USER}\n"
                        f"default_pass = {password}\n"
                        "loopback_users.guest = true\n"

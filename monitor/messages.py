@@ -1,14 +1,15 @@
 """The message schemas exchanged over RabbitMQ, and their validation.
 
-* job  (``job_queue``):  ``{"baseUrl", "id", "enqueued_at"?, "etag"?, "last_modified"?, "content_hash"?}``:
-  the validators of the last successful check, so the worker can ask for the page
-  conditionally and skip parsing a body that did not change
+* job  (``job_queue``):  ``{"baseUrl", "id", "enqueued_at"?, "etag"?, "last_modified"?, "content_hash"?,
+  "token"}``: the validators of the last successful check, so the worker can ask for the page
+  conditionally and skip parsing a body that did not change; ``token`` proves the job was
+  issued by the home's scheduler (see :mod:`monitor.homekey`)
 * task (``task_queue``): ``{"baseUrl", "id", "context": [{"url", "text"}], "status", "error",
   "final_url", "fetched_at", "elapsed_ms", "http_status", "worker", "etag", "last_modified",
-  "content_hash", "not_modified_by"}``. ``status`` is ``ok``, ``not_modified`` (no links sent:
-  ``not_modified_by`` says whether the server answered 304 (``"http"``) or the body hashed as
-  before (``"hash"``)), ``error`` or ``skipped``; ``error`` with status ``ok`` is a warning
-  (e.g. the page had more links than are watched)
+  "content_hash", "not_modified_by", "token"}``. ``status`` is ``ok``, ``not_modified`` (no
+  links sent: ``not_modified_by`` says whether the server answered 304 (``"http"``) or the
+  body hashed as before (``"hash"``)), ``error`` or ``skipped``; ``error`` with status ``ok``
+  is a warning (e.g. the page had more links than are watched); ``token`` is the job's, copied
 * alert (sinks):        ``{"alert_id", "watch_id", "baseUrl", "url", "text", "first_seen"}``
 
 Unknown fields are ignored. A message that fails validation raises :class:`InvalidMessage`
@@ -102,10 +103,11 @@ class Job:
     etag: str | None = None
     last_modified: str | None = None
     content_hash: str | None = None
+    token: str | None = None
 
     def to_bytes(self) -> bytes:
         return _encode({"baseUrl": self.base_url, "id": self.id, "enqueued_at": self.enqueued_at, "etag": self.etag,
-                        "last_modified": self.last_modified, "content_hash": self.content_hash})
+                        "last_modified": self.last_modified, "content_hash": self.content_hash, "token": self.token})
 
     @classmethod
     def from_bytes(cls, body: bytes) -> "Job":
@@ -117,6 +119,7 @@ class Job:
             etag=_require(data, "etag", str, optional=True),
             last_modified=_require(data, "last_modified", str, optional=True),
             content_hash=_require(data, "content_hash", str, optional=True),
+            token=_require(data, "token", str, optional=True, max_chars=MAX_NAME),
         )
 
 
@@ -136,6 +139,7 @@ class Task:
     last_modified: str | None = None
     content_hash: str | None = None
     not_modified_by: str | None = None
+    token: str | None = None
 
     def to_bytes(self) -> bytes:
         return _encode({
@@ -143,7 +147,7 @@ class Task:
             "error": self.error, "final_url": self.final_url, "fetched_at": self.fetched_at,
             "elapsed_ms": self.elapsed_ms, "http_status": self.http_status, "worker": self.worker,
             "etag": self.etag, "last_modified": self.last_modified, "content_hash": self.content_hash,
-            "not_modified_by": self.not_modified_by,
+            "not_modified_by": self.not_modified_by, "token": self.token,
         })
 
     @classmethod
@@ -177,6 +181,7 @@ class Task:
             last_modified=_require(data, "last_modified", str, optional=True),
             content_hash=_require(data, "content_hash", str, optional=True),
             not_modified_by=not_modified_by,
+            token=_require(data, "token", str, optional=True, max_chars=MAX_NAME),
         )
 
 

@@ -15,6 +15,7 @@ and parsing run in a pool of threads, never two fetches at once for the same hos
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import socket
@@ -62,7 +63,7 @@ class Worker:
         self.cooldowns = Cooldowns(config.host_cooldown)
         self.politeness = Politeness(config.politeness_delay)
         self.client = AsyncClient(config, self.log, consume=(amqp.JOB_QUEUE, config.worker_concurrency, self.on_delivery),
-                                  subscribe=[(amqp.HOST_EVENTS, self.on_host_event)])
+                                  subscribe=[(amqp.HOST_EVENTS, self.on_host_event)], owner=False)
         self.fetchers = ThreadPoolExecutor(config.worker_concurrency, thread_name_prefix="fetch")
         self.hosts: HostQueues[tuple[Job, Delivery]] = HostQueues()
         # Idle keep-alive connections to the hosts checked most recently: one file descriptor
@@ -122,10 +123,11 @@ class Worker:
             self.log.error("check failed", exc_info=True, watch_id=job.id)
             task = Task(job.base_url, job.id, [], status="error", error=describe(exc),
                         fetched_at=time.time(), worker=self.name)
+        task = dataclasses.replace(task, token=job.token)  # the processor applies only issued jobs' tasks
         body = task.to_bytes()
         if len(body) > MAX_MESSAGE_BYTES:  # the broker and the processor would refuse it
-            task = Task(job.base_url, job.id, [], status="error", fetched_at=task.fetched_at, worker=self.name,
-                        error=f"the page's links make a task of {len(body)} bytes, over {MAX_MESSAGE_BYTES}")
+            task = dataclasses.replace(task, context=[], status="error", content_hash=None,
+                                       error=f"the page's links make a task of {len(body)} bytes, over {MAX_MESSAGE_BYTES}")
             body = task.to_bytes()
         self.client.publish(amqp.TASK_QUEUE, body, lambda ok: self._published(job, delivery, task, ok),
                             delivery=delivery)

@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             store = open_store(config.db_path)
         args.func(args, config, store)
         return 0
+    except configuration.ConfigError as exc:  # e.g. another home owns the broker's vhost
+        print(f"monitor: configuration error: {exc}", file=sys.stderr)
+        return 2
     except UsageError as exc:
         print(f"monitor: error: {exc}", file=sys.stderr)
         return 2

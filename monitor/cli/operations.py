@@ -95,6 +95,11 @@ def cmd_status(args, config, store) -> None:
 
 
 def cmd_up(args, config, store) -> None:
+    if not config.local_broker:
+        try:  # another home's stack on that vhost: refuse before starting anything
+            amqp.declare_with_blocking_client(config, get_logger("cli"))
+        except (amqp.BrokerUnavailable, *amqp.RECOVERABLE):
+            pass  # not reachable yet: the programs wait for it (and check again)
     try:
         stack.up(config)
         infos = stack.wait_started(config)

@@ -20,8 +20,9 @@ from monitor import amqp
 from monitor import broker as local_broker
 from monitor.config import Config
 from monitor.demo import LocalSite
+from monitor.homekey import HomeKey
 from monitor.log import get_logger
-from monitor.messages import Job
+from monitor.messages import Job, Task
 from monitor.store import open_store
 from tests.fleet import RationingOrigin, TinyProxy
 from tests.helpers import wait_for
@@ -85,10 +86,11 @@ class Node:
         self.proc = None
 
     def reset_queues(self) -> None:
-        """Delete the pipeline's queues so each test starts from an empty topology."""
+        """Delete the pipeline's queues (and the home's claim) so each test starts from an empty topology."""
         connection = pika.BlockingConnection(pika.URLParameters(self.url))
         channel = connection.channel()
-        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER, amqp.CONTROL_QUEUE, amqp.HEARTBEAT_QUEUE):
+        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER, amqp.CONTROL_QUEUE, amqp.HEARTBEAT_QUEUE,
+                      amqp.HOME_QUEUE):
             channel.queue_delete(queue)
         connection.close()
 
@@ -193,7 +195,15 @@ class Pipeline:
         return amqp.open_channel(connection, self.config)
 
     def publish_job(self, watch_id: int) -> None:
-        amqp.publish(self.channel(), amqp.JOB_QUEUE, Job(self.watch(watch_id).url, watch_id, time.time()).to_bytes())
+        """Publish a job for ``watch_id`` as the scheduler would (signed with the home's key)."""
+        now = time.time()
+        job = Job(self.watch(watch_id).url, watch_id, now, token=HomeKey.load(self.config.home).token(watch_id, now))
+        amqp.publish(self.channel(), amqp.JOB_QUEUE, job.to_bytes())
+
+    def publish_task(self, task: Task, channel=None) -> None:
+        """Publish ``task`` as a worker would for a job the scheduler issued (a valid token)."""
+        token = HomeKey.load(self.config.home).token(task.id, time.time())
+        amqp.publish(channel or self.channel(), amqp.TASK_QUEUE, dataclasses.replace(task, token=token).to_bytes())
 
     def stop(self) -> None:
         for proc in self.procs:

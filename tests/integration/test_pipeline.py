@@ -6,8 +6,13 @@ import re
 import signal
 import time
 
+import pika
+import pytest
+
 from monitor import amqp
+from monitor import broker as local_broker
 from tests.helpers import wait_for
+from tests.integration.conftest import REPO, Pipeline, Proc
 
 INITIAL = [("/a", "First story"), ("/b", "Second story"), ("/c", "Third story")]
 
@@ -147,3 +152,63 @@ def test_an_unchanged_page_is_not_parsed_again_and_status_counts_it(pipeline, si
     site.publish("/", "/d", "Fourth story")
     wait_for(lambda: [a["url"] for a in pipeline.alert_lines()] == [site.url("/d")], timeout=30,
              message="the new link alerted once the body changed")
+
+
+def test_a_second_home_on_the_same_vhost_is_refused_and_takes_nothing(pipeline, site, rabbit, tmp_path):
+    """Two homes with one AMQP_URL would consume each other's tasks: the home that comes
+    second is refused by the broker (its controller processes and CLI exit 2, saying why),
+    and the first keeps its pipeline whole."""
+    watch_id = _add_watch(pipeline, site.add_page("/", INITIAL))
+    pipeline.processor()
+    pipeline.scheduler()
+    pipeline.worker()
+    wait_for(lambda: pipeline.watch(watch_id).last_status == "ok", timeout=60, message="the first home's baseline")
+
+    (tmp_path / "second").mkdir()
+    second = Pipeline(tmp_path / "second", rabbit)
+    try:
+        up = second.cli("up")
+        assert up.returncode == 2 and "belongs to another monitor home" in up.stderr, up.stderr
+        assert second.cli("dlq", "list").returncode == 2
+        intruders = [second.processor(), second.scheduler(), second.master()]
+        for proc in intruders:
+            wait_for(lambda: proc.proc.poll() is not None, timeout=60, message=f"{proc.name} of the second home exiting")
+            assert proc.proc.returncode == 2 and "give each home its own vhost" in proc.log_text()
+    finally:
+        second.cli("down")
+        second.stop()
+
+    site.publish("/", "/d", "Fourth story")
+    wait_for(lambda: pipeline.alert_lines(), timeout=60, message="the first home's alert")
+    assert [alert["url"] for alert in pipeline.alert_lines()] == [site.url("/d")]
+
+
+def test_a_worker_with_the_readmes_restricted_broker_user_checks_pages(pipeline, site, rabbit):
+    """The README's per-role permissions are enough for a worker (leases, cooldowns, jobs,
+    tasks) and keep it away from the controller's queues."""
+    line = next(line for line in (REPO / "README.md").read_text().splitlines()
+                if line.startswith("rabbitmqctl set_permissions") and "fleet-worker" in line)
+    configure, write, read = re.findall(r"'([^']*)'", line)
+    if "fleet-worker" not in local_broker.ctl(rabbit.config, "list_users"):
+        local_broker.ctl(rabbit.config, "add_user", "fleet-worker", "worker-secret")
+    local_broker.ctl(rabbit.config, "set_permissions", "-p", "/", "fleet-worker", configure, write, read)
+    worker_url = re.sub(r"//[^@]*@", "//fleet-worker:worker-secret@", rabbit.url)
+
+    watch_id = pipeline.store.add_watch(site.add_page("/", INITIAL), 3600).id
+    pipeline.processor()
+    pipeline.master_proc = pipeline.master()
+    pipeline.channel()  # the controller's side declares the topology
+    worker = Proc("workers.worker", dict(pipeline.env, AMQP_URL=worker_url), pipeline.home, "worker").start()
+    pipeline.procs.append(worker)
+    pipeline.publish_job(watch_id)
+    wait_for(lambda: pipeline.watch(watch_id).last_status == "ok", timeout=60, message="the restricted worker's check")
+    assert "proxies leased" in pipeline.master_proc.log_text(), "the worker asked the master for exits"
+
+    connection = pika.BlockingConnection(pika.URLParameters(worker_url))
+    for forbidden in (lambda ch: ch.basic_get(amqp.TASK_QUEUE), lambda ch: ch.basic_get(amqp.HEARTBEAT_QUEUE),
+                      lambda ch: ch.basic_get(amqp.CONTROL_QUEUE), lambda ch: ch.queue_delete(amqp.JOB_QUEUE),
+                      lambda ch: ch.queue_declare("job_queue_2", durable=True)):
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+            forbidden(connection.channel())
+        assert refused.value.reply_code == 403
+    connection.close()

@@ -1,13 +1,17 @@
 """Poison messages end in dead_letter, never loop, and `monitor dlq` manages them."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import time
 
+import pika
+
 from monitor import amqp
+from monitor.homekey import HomeKey
 from monitor.linkindex import LinkIndex
-from monitor.messages import Task
+from monitor.messages import Heartbeat, LeaseRequest, Task
 from tests.helpers import wait_for
 
 PAGE = [("/a", "A story")]
@@ -133,7 +137,7 @@ def test_an_outbox_record_that_keeps_failing_is_quarantined_and_blocks_nothing(p
     pipeline.processor()
     for _ in range(3):  # each group first retries the outbox
         before = pipeline.checks_done(other_id)
-        amqp.publish(pipeline.channel(), amqp.TASK_QUEUE, Task(site.url("/other"), other_id, []).to_bytes())
+        pipeline.publish_task(Task(site.url("/other"), other_id, []))
         wait_for(lambda: pipeline.checks_done(other_id) > before, timeout=30, message="the task behind the record")
     wait_for(lambda: "outbox" in pipeline.cli("dlq", "list").stdout, timeout=60, message="the quarantined record")
     listed = pipeline.cli("dlq", "list").stdout
@@ -148,13 +152,13 @@ def test_while_a_sink_cannot_write_the_task_is_held_then_applied_once(pipeline, 
     watch_id = pipeline.store.add_watch(site.add_page("/", PAGE), 3600).id
     pipeline.processor()
     channel = pipeline.channel()
-    amqp.publish(channel, amqp.TASK_QUEUE, Task(site.url("/"), watch_id, [{"url": site.url("/a"), "text": "A"}],
-                                                 fetched_at=time.time()).to_bytes())
+    pipeline.publish_task(Task(site.url("/"), watch_id, [{"url": site.url("/a"), "text": "A"}],
+                               fetched_at=time.time()), channel)
     wait_for(lambda: pipeline.checks_done(watch_id) > 0, timeout=30, message="the baseline")
     pipeline.config.alerts_path.mkdir()  # opening it for appending now fails
-    amqp.publish(channel, amqp.TASK_QUEUE, Task(site.url("/"), watch_id, [{"url": site.url("/a"), "text": "A"},
-                                                                           {"url": site.url("/b"), "text": "B"}],
-                                                 fetched_at=time.time()).to_bytes())
+    pipeline.publish_task(Task(site.url("/"), watch_id, [{"url": site.url("/a"), "text": "A"},
+                                                         {"url": site.url("/b"), "text": "B"}],
+                               fetched_at=time.time()), channel)
     log = pipeline.procs[-1]
     wait_for(lambda: log.log_text().count("holding the task") >= 2, timeout=30, message="the task held")
     pipeline.config.alerts_path.rmdir()
@@ -175,3 +179,45 @@ def test_dead_letter_keeps_at_most_its_bound_dropping_the_oldest(pipeline):
     listed = pipeline.cli("dlq", "list", "--json").stdout.splitlines()
     assert [json.loads(json.loads(line)["body"])["n"] for line in listed] == [2, 3, 4]
     assert "at most 3 are kept" in pipeline.cli("dlq", "list").stderr
+
+
+def test_a_task_for_no_issued_job_is_refused_and_records_nothing(pipeline, site):
+    """A broker client without the home's key cannot invent results: no token, a made-up
+    token, or another watch's token sends the task to dead_letter; nothing is recorded."""
+    pipeline.processor()
+    watch_id = pipeline.store.add_watch(site.add_page("/", PAGE), 3600).id
+    other_id = pipeline.store.add_watch(site.add_page("/other", PAGE), 3600).id
+    channel = pipeline.channel()
+    forged = Task(site.url("/"), watch_id, [{"url": "https://attacker.example/", "text": "seeded"}], fetched_at=time.time())
+    other_token = HomeKey.load(pipeline.config.home).token(other_id, time.time())
+    for token in (None, "1700000000000." + "0" * 32, other_token):
+        amqp.publish(channel, amqp.TASK_QUEUE, dataclasses.replace(forged, token=token).to_bytes())
+    wait_for(lambda: _dead_count(channel) == 3, timeout=30, message="the three forged tasks in dead_letter")
+    assert pipeline.checks_done(watch_id) == 0
+    assert pipeline.cli("links", str(watch_id)).stdout.count("attacker.example") == 0
+    assert pipeline.procs[-1].log_text().count("not for a job this home issued") == 3
+
+    pipeline.publish_job(watch_id)  # a real job's task still goes through
+    pipeline.worker()
+    wait_for(lambda: pipeline.watch(watch_id).last_status == "ok", timeout=60, message="the issued job's result")
+
+
+def test_a_control_message_in_hand_when_the_master_died_is_dropped_not_retried(pipeline):
+    """The delivery limit of the control plane: a heartbeat or lease request redelivered
+    (the master's last run ended holding it, perhaps because of it) is dropped unhandled."""
+    connection = pika.BlockingConnection(pika.URLParameters(pipeline.config.broker_url))
+    channel = connection.channel()
+    amqp.declare_topology(channel, pipeline.config)
+    channel.basic_publish("", amqp.HEARTBEAT_QUEUE, Heartbeat("ghost", "h", 9, 1.0).to_bytes())
+    channel.basic_publish("", amqp.CONTROL_QUEUE, LeaseRequest("lease", "ghost", "9:1.0", count=1).to_bytes())
+    for queue in (amqp.HEARTBEAT_QUEUE, amqp.CONTROL_QUEUE):
+        method = wait_for(lambda: channel.basic_get(queue)[0], timeout=10, message=f"the message on {queue}")
+        assert not method.redelivered
+    connection.close()  # as a master dying with both in hand: the broker redelivers them
+
+    master = pipeline.master()
+    wait_for(lambda: master.log_text().count("redelivered message dropped") == 2, timeout=30,
+             message="both redelivered messages dropped")
+    assert "ghost" not in {record.id for record in pipeline.store.list_workers()}
+    assert "proxies leased" not in master.log_text()
+    assert master.proc.poll() is None
