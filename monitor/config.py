@@ -8,6 +8,10 @@ Nothing needs a file. The names below are part of the interface:
 * ``MONITOR_WORKERS``  number of worker processes under supervisord
 * ``MONITOR_ALLOW_PRIVATE=1``  allow watch targets on loopback and private addresses
 * ``MONITOR_AMQP_PORT`` port of the local node (derived from ``MONITOR_HOME`` when unset)
+* ``MONITOR_LOG_LEVEL`` ``debug``, ``info``, ``warning`` or ``error``
+
+Every value, from the file or the environment, is checked here and nowhere else: a bad one
+is a :class:`ConfigError` with a one-line reason (the CLI exits 2 and starts nothing).
 
 Every key of the TOML file is a field of :class:`Config` (``workers = 4``, ``fetch_max_bytes = 5000000``).
 """
@@ -28,6 +32,28 @@ class ConfigError(ValueError):
 # HTML parse engines: both implement the WHATWG tree construction and give the same links;
 # lexbor (C, through selectolax) is ~30x faster, html5lib is the pure-Python reference.
 PARSERS = ("lexbor", "html5lib")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+# Inclusive bounds of numeric settings; any other number must be finite and at least 0.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "amqp_port": (1, 65535),
+    "workers": (1, 256),
+    "worker_concurrency": (1, 10_000),
+    "processor_prefetch": (1, 65_535),
+    "processor_batch": (1, 100_000),
+    "dead_letter_max": (1, 10**9),
+    "delivery_limit": (1, 1000),
+    "default_interval": (1, 366 * 86400),
+    "job_timeout": (1, 86400),
+    "fetch_connect_timeout": (0.1, 3600),
+    "fetch_read_timeout": (0.1, 3600),
+    "fetch_deadline": (0.1, 3600),
+    "fetch_max_bytes": (1, 2**31),
+    "max_links_per_page": (1, 1_000_000),
+    "proxies_per_worker": (1, 1000),
+    "host_cooldown": (1, 366 * 86400),
+    "heartbeat_interval": (0.1, 3600),
+    "worker_lost_after": (1, 86400),
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +89,7 @@ class Config:
     heartbeat_interval: float = 5.0
     worker_lost_after: float = 90.0  # longer than a fetch can take: a busy worker still beats, but be safe
     politeness_delay: float = 1.0
+    log_level: str = "info"
 
     # --- paths derived from home -------------------------------------------------
     @property
@@ -126,6 +153,7 @@ _ENV = {
     "MONITOR_AMQP_PORT": "amqp_port",
     "MONITOR_WORKERS": "workers",
     "MONITOR_ALLOW_PRIVATE": "allow_private",
+    "MONITOR_LOG_LEVEL": "log_level",
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -152,10 +180,19 @@ def _coerce(name: str, value: object, kind: type) -> object:
                 raise ValueError(value)
             return result
         if kind is float:
-            return float(value)
+            result = float(value)
+            if not 0 <= result < float("inf"):  # NaN fails this too
+                raise ValueError(value)
+            return result
         return str(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{name}: {value!r} is not a valid {kind.__name__}") from None
+
+
+def _source(key: str) -> str:
+    """How the user names a setting: its environment variable when it has one."""
+    names = [env for env, field in _ENV.items() if field == key]
+    return f"{key} ({names[0]})" if names else key
 
 
 def _field_types() -> dict[str, type]:
@@ -194,7 +231,10 @@ def load(environ: dict[str, str] | None = None) -> Config:
     config = Config(**values)
     if config.parser not in PARSERS:
         raise ConfigError(f"parser: {config.parser!r} is not one of {', '.join(PARSERS)}")
-    for name in ("worker_concurrency", "processor_prefetch", "processor_batch", "dead_letter_max"):
-        if getattr(config, name) < 1:
-            raise ConfigError(f"{name}: must be at least 1")
+    if config.log_level.lower() not in LOG_LEVELS:
+        raise ConfigError(f"log_level (MONITOR_LOG_LEVEL): {config.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+    for name, (low, high) in BOUNDS.items():
+        value = getattr(config, name)
+        if value is not None and not low <= value <= high:
+            raise ConfigError(f"{_source(name)}: {value!r} is out of range ({low:g} to {high:g})")
     return dataclasses.replace(config, home=config.home.absolute())

@@ -11,6 +11,8 @@ import os
 import sys
 import time
 
+from monitor.config import LOG_LEVELS
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -62,7 +64,9 @@ def get_logger(name: str) -> EventLogger:
         handler.setFormatter(JsonFormatter())
         root = logging.getLogger()
         root.handlers[:] = [handler]
-        root.setLevel(os.environ.get("MONITOR_LOG_LEVEL", "INFO").upper())
+        level = os.environ.get("MONITOR_LOG_LEVEL", "info").lower()
+        # monitor.config refuses a bad level (one place checks settings); never crash on one here.
+        root.setLevel(level.upper() if level in LOG_LEVELS else "INFO")
         # pika logs every reconnect attempt at length; our own events say what matters.
         logging.getLogger("pika").setLevel(logging.CRITICAL)
         _configured = True

@@ -124,6 +124,11 @@ def _alive(pid: int) -> bool:
 
 
 def ctl(config: Config, args: list[str]) -> int:
-    """Run supervisorctl against this stack's socket (whatever MONITOR_HOME is)."""
+    """Run supervisorctl against this stack's socket (whatever MONITOR_HOME is) and return
+    its exit code; 1 with one line when the stack is not running (supervisorctl would
+    print a paragraph and exit 4)."""
+    if not is_running(config):
+        print(f"monitor: the stack is not running (home {config.home}): `monitor up` starts it", file=sys.stderr)
+        return 1
     command = [_tool("supervisorctl"), "-c", str(CONF), "-s", f"unix://{config.supervisor_socket}", *args]
     return subprocess.run(command, env=stack_env(config)).returncode

@@ -14,9 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+MAX_ID = 2**63 - 1  # SQLite's largest INTEGER: no row has a larger id
 MAX_BACKOFF = 86400.0  # seconds: a watch whose job keeps failing is still tried once a day
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 FIRST_CHECK_SPREAD = 60  # a new watch is first checked within this many seconds
+
+
+def parse_id(ref: str) -> int | None:
+    """``ref`` as a row id when it is written as one (ASCII digits), else None (a URL, say).
+    Past ``MAX_ID`` it is ``MAX_ID + 1`` (no such row), however many digits it has."""
+    if not (ref.isascii() and ref.isdigit()):
+        return None
+    digits = ref.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 19 else MAX_ID + 1
 
 
 class NotFound(LookupError):
@@ -245,15 +255,17 @@ class Store:
             f"SELECT id, url, last_fetched_at FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids)}
 
     def get_watch(self, watch_id: int) -> Watch:
-        row = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE id = ?", (watch_id,)).fetchone()
+        row = None if watch_id > MAX_ID else \
+            self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE id = ?", (watch_id,)).fetchone()
         if row is None:
             raise NotFound(f"no watch with id {watch_id}")
         return _watch(row)
 
     def find_watch(self, ref: str) -> Watch:
         """A watch by id (``12``) or by URL."""
-        if ref.isdigit():
-            return self.get_watch(int(ref))
+        watch_id = parse_id(ref)
+        if watch_id is not None:
+            return self.get_watch(watch_id)
         row = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE url = ?", (ref,)).fetchone()
         if row is None:
             raise NotFound(f"no watch with URL {ref}")
@@ -422,7 +434,8 @@ class Store:
         return self.get_proxy(proxy_id)
 
     def get_proxy(self, proxy_id: int) -> Proxy:
-        row = self.conn.execute(f"SELECT {_PROXY_COLUMNS} FROM proxies WHERE id = ?", (proxy_id,)).fetchone()
+        row = None if proxy_id > MAX_ID else \
+            self.conn.execute(f"SELECT {_PROXY_COLUMNS} FROM proxies WHERE id = ?", (proxy_id,)).fetchone()
         if row is None:
             raise NotFound(f"no proxy with id {proxy_id}")
         return _proxy(row)

@@ -128,6 +128,12 @@ def _canonical(url: str) -> str:
     return urlunsplit((scheme, netloc, path, query, ""))
 
 
+# What the start of a URL without its scheme looks like: a dotted host name, an IPv4
+# address, localhost or a bracketed IPv6 address, then an optional port and path.
+_HOST_FIRST = re.compile(r"^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.[a-z0-9-]{2,}"
+                         r"|\d{1,3}(?:\.\d{1,3}){3}|localhost|\[[0-9a-f:.]+\])(?::\d{1,5})?(?:[/?#]\S*)?$", re.IGNORECASE)
+
+
 def validate_watch_url(url: str) -> str:
     """Check that ``url`` is an absolute http(s) URL with a host; return it normalised."""
     text = (url or "").strip()
@@ -137,8 +143,13 @@ def validate_watch_url(url: str) -> str:
         parts = urlsplit(text)
     except ValueError as exc:
         raise BadURL(f"{text[:200]!r} is not a valid URL: {exc}") from None
-    if not parts.scheme or "://" not in text:
-        raise BadURL(f"{text!r} has no scheme: write it as https://{text.lstrip('/')}")
+    if "://" not in text:
+        bare = text.lstrip("/")
+        if _HOST_FIRST.match(bare):
+            raise BadURL(f"{text!r} has no scheme: write it as https://{bare}")
+        if parts.scheme:
+            raise BadURL(f"{text!r}: unsupported scheme {parts.scheme!r} (only http and https can be watched)")
+        raise BadURL(f"{text!r} is not a web address: write it as https://host/path")
     if parts.scheme.lower() not in WEB_SCHEMES:
         raise BadURL(f"{text!r}: unsupported scheme {parts.scheme!r} (only http and https can be watched)")
     if not parts.hostname:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Callable
+from typing import Callable, NoReturn
 
 from monitor import config as configuration
 from monitor.cli.common import RuntimeFailure, UsageError
-from monitor.store import open_store
+from monitor.store import MAX_ID, open_store, parse_id
 
 
 def _lazy(module: str, function: str) -> Callable:
@@ -24,8 +24,38 @@ def _lazy(module: str, function: str) -> Callable:
     return command
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors in the one-line form every other error has."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"monitor: error: {message} (see `{self.prog} --help`)\n")
+
+
+# Options whose value may start with "-": argparse would take `--interval -5m` for two
+# options and say "expected one argument"; joined, the value is checked and refused by name.
+_VALUE_OPTIONS = ("--interval", "--since", "--limit", "--every", "--duration")
+
+
+def _attach_values(argv: list[str]) -> list[str]:
+    joined: list[str] = []
+    for arg in argv:
+        if joined and joined[-1] in _VALUE_OPTIONS and arg[:1] == "-" and arg[1:2].isdigit():
+            joined[-1] = f"{joined[-1]}={arg}"
+        else:
+            joined.append(arg)
+    return joined
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number from 1 to SQLite's largest integer."""
+    number = parse_id(text)
+    if not number or number > MAX_ID:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a positive whole number")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="monitor", description="Watch homepages; get an alert for every newly published link.")
+    parser = _Parser(prog="monitor", description="Watch homepages; get an alert for every newly published link.")
     sub = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
 
     watch = sub.add_parser("watch", help="edit the watch list").add_subparsers(dest="command", required=True, metavar="ACTION")
@@ -60,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("links", help="links known for a watch, newest first")
     p.add_argument("ref", metavar="ID|URL")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=positive_int, help="at most this many (the newest)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("watches", "cmd_links"))
     p = sub.add_parser("alerts", help="new links found")
@@ -72,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="processes, queue depths, watches due/in flight/failing, recent alerts")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("operations", "cmd_status"))
-    sub.add_parser("up", help="start the whole stack under supervisord").set_defaults(func=_lazy("operations", "cmd_up"))
+    sub.add_parser("up", help="start the whole stack under supervisord").set_defaults(func=_lazy("operations", "cmd_up"),
+                                                                                       home="create")
     sub.add_parser("down", help="stop the whole stack").set_defaults(func=_lazy("operations", "cmd_down"))
     p = sub.add_parser("ctl", help="run supervisorctl against this stack (e.g. `monitor ctl status`)")
     p.add_argument("args", nargs=argparse.REMAINDER)
@@ -80,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="fetch one page once and print its links (touches no store)")
     p.add_argument("url")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_lazy("operations", "cmd_check"), needs_store=False)
+    p.set_defaults(func=_lazy("operations", "cmd_check"), home="none")
     proxy = sub.add_parser("proxy", help="the proxy pool (VPN exits)").add_subparsers(dest="command", required=True, metavar="ACTION")
     p = proxy.add_parser("add", help="add a proxy: http://, https://, socks5:// with optional user:password@")
     p.add_argument("url")
@@ -108,30 +139,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_lazy("operations", "cmd_dlq_replay"), needs_store=False)
     dlq.add_parser("purge", help="delete every dead letter").set_defaults(func=_lazy("operations", "cmd_dlq_purge"), needs_store=False)
     db = sub.add_parser("db", help="database maintenance").add_subparsers(dest="command", required=True, metavar="ACTION")
-    db.add_parser("upgrade", help="apply pending migrations").set_defaults(func=_lazy("operations", "cmd_db_upgrade"), needs_store=False)
+    db.add_parser("upgrade", help="apply pending migrations (creates the home if there is none)").set_defaults(
+        func=_lazy("operations", "cmd_db_upgrade"), needs_store=False, home="create")
     p = sub.add_parser("demo", help="run a local site that publishes links, watch it, show alerts")
     p.add_argument("--every", type=float, default=3.0, help="seconds between new stories (default 3)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
     p.add_argument("--external-broker", action="store_true",
                    help="run on AMQP_URL's broker anyway (only one the demo has to itself)")
-    p.set_defaults(func=_lazy("operations", "cmd_demo"))
+    p.set_defaults(func=_lazy("operations", "cmd_demo"), home="create")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # a usage error or --help: argparse has said what it had to
+        return int(exc.code or 0)
     try:
         config = configuration.load()
     except configuration.ConfigError as exc:
         print(f"monitor: configuration error: {exc}", file=sys.stderr)
+        return 2
+    home = getattr(args, "home", "require")  # "create" (up, demo, db upgrade), "require" or "none" (check)
+    if home == "require" and not config.db_path.exists():
+        print(f"monitor: error: no monitor home at {config.home} (nothing there): `monitor up` creates one, "
+              "MONITOR_HOME names another", file=sys.stderr)
         return 2
     if args.func is None:  # ctl
         from monitor import stack
         return stack.ctl(config, args.args)
     store = None
     try:
-        if getattr(args, "needs_store", True):
+        if home != "none" and getattr(args, "needs_store", True):
             store = open_store(config.db_path)
         args.func(args, config, store)
         return 0

@@ -9,7 +9,7 @@ from monitor.check import check_page
 from monitor.cli.common import RuntimeFailure, UsageError, print_json, table, watch_url
 from monitor.durations import format_age
 from monitor.messages import Job
-from monitor.store import Duplicate, NotFound, Store
+from monitor.store import Duplicate, NotFound, Store, parse_id
 from monitor.urls import redact
 
 # --- proxies and workers -----------------------------------------------------------------------
@@ -29,9 +29,10 @@ def _proxy_url(url: str) -> str:
 
 
 def _find_proxy(store: Store, ref: str):
-    if ref.isdigit():
+    proxy_id = parse_id(ref)
+    if proxy_id is not None:
         try:
-            return store.get_proxy(int(ref))
+            return store.get_proxy(proxy_id)
         except NotFound as exc:
             raise UsageError(str(exc)) from None
     for proxy in store.list_proxies():
@@ -71,7 +72,7 @@ def cmd_proxy_remove(args, config, store) -> None:
 
 
 def cmd_proxy_test(args, config, store) -> None:
-    proxy_url = _find_proxy(store, args.ref).url if args.ref.isdigit() else _proxy_url(args.ref)
+    proxy_url = _find_proxy(store, args.ref).url if parse_id(args.ref) is not None else _proxy_url(args.ref)
     page, _ = watch_url(args.page, config)
     task = check_page(Job(page, 0), config, proxy=proxy_url)
     if task.status != "ok":

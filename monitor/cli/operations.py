@@ -46,6 +46,8 @@ def cmd_status(args, config, store) -> None:
     else:
         proc_error = None
     try:
+        if proc_error and config.local_broker:  # the node is one of the stack's programs
+            raise broker.BrokerError("the local node is not running")
         depths, depth_error = _queue_depths(config), None
     except (broker.BrokerError, amqp.BrokerUnavailable, *amqp.RECOVERABLE, OSError) as exc:
         depths, depth_error = {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -62,36 +64,38 @@ def cmd_status(args, config, store) -> None:
                      "checks_per_second": rates, "schedule": lag,
                      "workers": fleet, "hosts_in_cooldown": cooldowns,
                      "costliest": [{"id": w.id, "url": redact(w.url), "cost_ms": w.cost_ms} for w in costly]})
-        return
-    where = f"local node on 127.0.0.1:{config.local_amqp_port}" if config.local_broker else redact(config.broker_url)
-    print(f"home: {config.home}   broker: {where}")
-    print("\nprocesses:")
+    else:
+        where = f"local node on 127.0.0.1:{config.local_amqp_port}" if config.local_broker else redact(config.broker_url)
+        print(f"home: {config.home}   broker: {where}")
+        print("\nprocesses:")
+        if proc_error:
+            print(f"  {proc_error}")
+        for p in procs:
+            print(f"  {process_name(p):<20} {p['statename']:<9} {p['description']}")
+        print("\nqueues:")
+        if depth_error:
+            print(f"  unavailable: {depth_error}")
+        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER):
+            if queue in depths:
+                ready, unacked = depths[queue]
+                print(f"  {queue:<12} ready {ready:<7} unacked {'?' if unacked is None else unacked}")
+            elif not depth_error:
+                print(f"  {queue:<12} not declared yet (the pipeline declares it when it connects)")
+        print(f"\nwatches: {summary['watches']} ({summary['enabled']} enabled), due {summary['due']}, "
+              f"in flight {summary['in_flight']}, failing {summary['failing']}")
+        print(f"behind schedule: {lag['behind_s']:.0f}s (most overdue watch), "
+              f"{lag['overdue_by_an_interval']} overdue by more than their interval")
+        for label, rate in (("last minute", rates["last_minute"]), ("last 5 minutes", rates["last_5_minutes"])):
+            print(f"checks, {label}: {rate['total']:.1f}/s (not modified: {_share(rate, 'not_modified_http')} by HTTP 304, "
+                  f"{_share(rate, 'not_modified_hash')} by body hash; errors {_share(rate, 'error')})")
+        print(f"alerts in the last hour: {summary['alerts_last_hour']}")
+        print(f"workers: {fleet['alive']} alive, {fleet['lost']} lost, {fleet['stopped']} stopped (`monitor workers`)")
+        if cooldowns:
+            print("hosts in cooldown: " + ", ".join(f"{host} until {ts(until)}" for host, until in sorted(cooldowns.items())))
+        if costly:
+            print("costliest sites: " + ", ".join(f"{redact(w.url)} {cost(w.cost_ms)}" for w in costly[:3]))
     if proc_error:
-        print(f"  {proc_error}")
-    for p in procs:
-        print(f"  {process_name(p):<20} {p['statename']:<9} {p['description']}")
-    print("\nqueues:")
-    if depth_error:
-        print(f"  unavailable: {depth_error}")
-    for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER):
-        if queue in depths:
-            ready, unacked = depths[queue]
-            print(f"  {queue:<12} ready {ready:<7} unacked {'?' if unacked is None else unacked}")
-        elif not depth_error:
-            print(f"  {queue:<12} not declared yet (the pipeline declares it when it connects)")
-    print(f"\nwatches: {summary['watches']} ({summary['enabled']} enabled), due {summary['due']}, "
-          f"in flight {summary['in_flight']}, failing {summary['failing']}")
-    print(f"behind schedule: {lag['behind_s']:.0f}s (most overdue watch), "
-          f"{lag['overdue_by_an_interval']} overdue by more than their interval")
-    for label, rate in (("last minute", rates["last_minute"]), ("last 5 minutes", rates["last_5_minutes"])):
-        print(f"checks, {label}: {rate['total']:.1f}/s (not modified: {_share(rate, 'not_modified_http')} by HTTP 304, "
-              f"{_share(rate, 'not_modified_hash')} by body hash; errors {_share(rate, 'error')})")
-    print(f"alerts in the last hour: {summary['alerts_last_hour']}")
-    print(f"workers: {fleet['alive']} alive, {fleet['lost']} lost, {fleet['stopped']} stopped (`monitor workers`)")
-    if cooldowns:
-        print("hosts in cooldown: " + ", ".join(f"{host} until {ts(until)}" for host, until in sorted(cooldowns.items())))
-    if costly:
-        print("costliest sites: " + ", ".join(f"{redact(w.url)} {cost(w.cost_ms)}" for w in costly[:3]))
+        raise RuntimeFailure(f"the stack is not running (home {config.home}): `monitor up` starts it")
 
 
 def cmd_up(args, config, store) -> None:

@@ -107,6 +107,7 @@ def test_with_an_external_broker_the_local_node_is_not_started(external_stack_en
 def test_stack_with_three_proxies_and_two_workers(stack_env, proxies, rationing):
     env = stack_env
     origin = rationing(allowance=1000)
+    assert monitor(env, "db", "upgrade").returncode == 0  # the home, before the stack runs
     for proxy in proxies("p1", "p2", "p3"):
         assert monitor(env, "proxy", "add", proxy.url).returncode == 0
     assert monitor(env, "up").returncode == 0

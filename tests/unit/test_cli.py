@@ -41,6 +41,11 @@ class Monitor:
         captured = self.capsys.readouterr()
         return Result(code, captured.out, captured.err)
 
+    def use_home(self, home: Path) -> None:
+        """Point at ``home``, creating it as `monitor up` would (other commands never create one)."""
+        self.home = home
+        assert self("db", "upgrade").code == 0
+
     def add(self, url: str, *options: str) -> Result:
         result = self("watch", "add", url, *options, allow_private=True)
         assert result.code == 0, result.err
@@ -58,7 +63,9 @@ def monitor(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     for name in ENV_VARS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)  # no monitor.toml from the working directory
-    return Monitor(monkeypatch, capsys, tmp_path / "home")
+    cli = Monitor(monkeypatch, capsys, tmp_path / "home")
+    cli.use_home(tmp_path / "home")
+    return cli
 
 
 def assert_usage_error(result: Result, message: str) -> None:
@@ -122,6 +129,13 @@ def test_add_loopback_with_allow_private(monitor: Monitor) -> None:
     (("watch", "set", "99", "--interval", "5m"), "no watch with id 99"),
     (("watch", "set", "1"), "nothing to set: give --interval"),
     (("watch", "set", "1", "--interval=-5m"), "bad interval '-5m'"),
+    (("watch", "set", "1", "--interval", "-5m"), "bad interval '-5m': must be at least 1s"),
+    (("watch", "add", "https://new.example/", "--interval", "99999999999s"), "must be at most 366d"),
+    (("links", "1", "--limit", "0"), "'0' is not a positive whole number"),
+    (("links", "1", "--limit", "-1"), "'-1' is not a positive whole number"),
+    (("links", "1", "--limit", "99999999999999999999999"), "is not a positive whole number"),
+    (("watch", "add", "javascript:alert(1)"), "unsupported scheme 'javascript'"),
+    (("watch", "add", "not a url"), "is not a web address"),
     (("links", "99"), "no watch with id 99"),
     (("alerts", "--watch", "99"), "no watch with id 99"),
     (("alerts", "--since", "5x"), "bad duration '5x'"),
@@ -131,6 +145,64 @@ def test_bad_input_is_a_usage_error_that_changes_nothing(monitor: Monitor, argv:
     before = monitor.watches()
     assert_usage_error(monitor(*argv, allow_private=True), message)
     assert monitor.watches() == before
+
+
+HUGE = "99999999999999999999999"
+
+
+@pytest.mark.parametrize("argv", [
+    ("watch", "remove", HUGE), ("watch", "enable", HUGE), ("watch", "disable", HUGE),
+    ("watch", "set", HUGE, "--interval", "5m"), ("watch", "recheck", HUGE), ("links", HUGE),
+    ("alerts", "--watch", HUGE), ("proxy", "remove", HUGE), ("proxy", "test", HUGE),
+    ("watch", "remove", "9" * 5000),  # past Python's own limit on converting digits
+])
+def test_an_id_past_any_row_is_one_line_not_a_traceback(monitor: Monitor, argv: tuple[str, ...]) -> None:
+    monitor.add("https://existing.example/")
+    result = monitor(*argv)
+    assert_usage_error(result, "no ")
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("MONITOR_AMQP_PORT", "99999", "MONITOR_AMQP_PORT): 99999 is out of range (1 to 65535)"),
+    ("MONITOR_AMQP_PORT", "http", "MONITOR_AMQP_PORT: 'http' is not a valid int"),
+    ("MONITOR_LOG_LEVEL", "verbose", "'verbose' is not one of debug, info, warning, error"),
+    ("MONITOR_WORKERS", "0", "MONITOR_WORKERS): 0 is out of range"),
+    ("MONITOR_WORKERS", "-3", "MONITOR_WORKERS: '-3' is not a valid int"),
+])
+def test_a_bad_environment_value_is_one_line_and_exit_2(monitor: Monitor, monkeypatch: pytest.MonkeyPatch,
+                                                        variable: str, value: str, message: str) -> None:
+    monkeypatch.setenv(variable, value)
+    for argv in (("status",), ("watch", "list"), ("up",)):
+        result = monitor(*argv)
+        assert result.code == 2 and result.err.count("\n") == 1 and message in result.err, result.err
+        assert result.out == ""
+
+
+def test_bad_numbers_in_the_settings_file_are_refused(monitor: Monitor, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    for line, message in (("fetch_read_timeout = nan", "is not a valid float"), ("delivery_limit = 0", "out of range")):
+        (tmp_path / "bad.toml").write_text(line + "\n")
+        monkeypatch.setenv("MONITOR_CONFIG", str(tmp_path / "bad.toml"))
+        result = monitor("watch", "list")
+        assert result.code == 2 and message in result.err, result.err
+
+
+def test_a_command_never_creates_a_home_it_does_not_find(monitor: Monitor, tmp_path: Path) -> None:
+    monitor.home = tmp_path / "elsewhere" / "var"
+    for argv in (("status",), ("watch", "list"), ("watch", "add", "https://a.example/"), ("ctl", "status"),
+                 ("dlq", "list"), ("proxy", "list")):
+        result = monitor(*argv, allow_private=True)
+        assert result.code == 2 and f"no monitor home at {monitor.home}" in result.err, (argv, result.err)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_status_and_ctl_exit_1_with_one_line_when_the_stack_is_stopped(monitor: Monitor) -> None:
+    status = monitor("status")
+    assert status.code == 1 and "processes:" in status.out
+    assert status.err == f"monitor: the stack is not running (home {monitor.home}): `monitor up` starts it\n"
+    assert monitor("status", "--json").code == 1
+    ctl = monitor("ctl", "status")
+    assert ctl.code == 1 and ctl.err.count("\n") == 1 and "not running" in ctl.err
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1/", "http://localhost:8080/", "http://10.0.0.1/", "http://[::1]/"])
@@ -223,7 +295,7 @@ def test_export_then_import_into_a_fresh_home_round_trips(monitor: Monitor, tmp_
 
     path = tmp_path / "export.csv"
     path.write_text(exported.out, encoding="utf-8")
-    monitor.home = tmp_path / "fresh-home"
+    monitor.use_home(tmp_path / "fresh-home")
     imported = monitor("watch", "import", str(path), allow_private=True)
     assert imported.out == "imported: 3 added, 0 skipped as duplicates, 0 refused as invalid\n"
     assert [watch_fields(w) for w in monitor.watches()] == original

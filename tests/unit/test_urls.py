@@ -69,6 +69,11 @@ def test_normalize_rejects_an_invalid_port() -> None:
 @pytest.mark.parametrize("url, message", [
     ("example.com", "has no scheme: write it as https://example.com"),
     ("//example.com/", "has no scheme"),
+    ("www.example.org/news?page=2", "has no scheme: write it as https://www.example.org/news?page=2"),
+    ("10.0.0.5:8080/", "has no scheme: write it as https://10.0.0.5:8080/"),
+    ("javascript:alert(1)", "unsupported scheme 'javascript'"),  # no https://javascript:alert(1) advice
+    ("mailto:news@example.org", "unsupported scheme 'mailto'"),
+    ("not a url", "is not a web address: write it as https://host/path"),
     ("ftp://example.com/", "unsupported scheme 'ftp'"),
     ("file:///etc/passwd", "unsupported scheme 'file'"),
     ("http://", "has no host"),
