@@ -6,8 +6,9 @@
   failed itself recently, with the pool's size (0 means "fetch directly") and the hosts in cooldown;
 * decides host cooldowns: it remembers which exits each host refused (workers report them
   when they ask for another exit) and disables a host only when every exit of the pool has
-  been refused by it in the last ``REFUSAL_MEMORY`` seconds; it records the cooldown (so
-  workers that start later learn it) and announces it on ``host_events``;
+  been refused by it in the last ``REFUSAL_MEMORY`` seconds, for longer each time in a row
+  (``Store.disable_host``); it records the cooldown (so workers that start later learn it)
+  and announces it on ``host_events`` (where ``monitor hosts enable`` announces a lift);
 * records heartbeats (``heartbeats``) in the workers table, with per-proxy counters;
 * tells runs of one worker name apart (pid and start time): a worker restarted by
   supervisord gets fresh leases, and its previous run's go back to the pool;
@@ -22,7 +23,7 @@ import time
 from monitor import amqp, deadletters
 from monitor import config as configuration
 from monitor.log import get_logger
-from monitor.messages import Heartbeat, HostDisabled, InvalidMessage, LeaseReply, LeaseRequest
+from monitor.messages import DIRECT, Heartbeat, HostDisabled, InvalidMessage, LeaseReply, LeaseRequest
 from monitor.store import Store, open_store
 
 REFUSAL_MEMORY = 600.0  # seconds a host's refusal of an exit counts towards disabling the host
@@ -67,13 +68,16 @@ class Master:
         leased, pool_size = self.store.lease_proxies(
             request.worker, request.run, request.count, request.exclude, now, request.host,
             refused_since=now - REFUSAL_MEMORY, failed_since=now - BROKEN_PROXY_REST)
-        if request.host and not leased and self.store.refused_by_every_exit(request.host, now - REFUSAL_MEMORY):
-            until = now + self.config.host_cooldown
-            reason = f"every exit of the pool ({max(pool_size, 1)}) refused by the host"
-            self.store.disable_host(request.host, until, reason, now)
-            amqp.publish(channel, "", HostDisabled(request.host, until, reason, request.worker).to_bytes(),
+        refused = request.host and not leased and self.store.refused_by_every_exit(request.host, now - REFUSAL_MEMORY)
+        if refused:
+            reason = f"every exit of the pool ({len(refused)}) refused by the host"
+            cooldown = self.store.disable_host(
+                request.host, now, self.config.host_cooldown_first, self.config.host_cooldown, reason,
+                ", ".join("direct" if exit_id == DIRECT else f"proxy {exit_id}" for exit_id in refused), request.worker)
+            amqp.publish(channel, "", HostDisabled(request.host, cooldown.until, reason, request.worker).to_bytes(),
                          exchange=amqp.HOST_EVENTS)
-            self.log.warning("host disabled", host=request.host, until=until, reason=reason, asked_by=request.worker)
+            self.log.warning("host disabled", host=request.host, until=cooldown.until, strikes=cooldown.strikes,
+                             reason=reason, asked_by=request.worker)
         self.log.info("proxies leased", worker=request.worker, asked=request.count, granted=len(leased),
                       proxy_ids=[proxy.id for proxy in leased], host=request.host)
         return [{"id": proxy.id, "url": proxy.url} for proxy in leased], pool_size

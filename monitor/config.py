@@ -51,6 +51,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "max_links_per_page": (1, 1_000_000),
     "proxies_per_worker": (1, 1000),
     "host_cooldown": (1, 366 * 86400),
+    "host_cooldown_first": (1, 366 * 86400),
     "heartbeat_interval": (0.1, 3600),
     "worker_lost_after": (1, 86400),
 }
@@ -85,6 +86,9 @@ class Config:
     dead_letter_max: int = 100_000  # dead letters kept; past it the oldest are dropped (and logged)
     # The worker fleet (VPN patent): leases, cooldown, heartbeats, politeness.
     proxies_per_worker: int = 2
+    # A host that refused every exit is skipped for host_cooldown_first seconds, twice as
+    # long each time in a row, at most host_cooldown (see Store.disable_host).
+    host_cooldown_first: int = 300
     host_cooldown: int = 7200
     heartbeat_interval: float = 5.0
     worker_lost_after: float = 90.0  # longer than a fetch can take: a busy worker still beats, but be safe

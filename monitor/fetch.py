@@ -233,7 +233,7 @@ def _request(manager: urllib3.PoolManager, url: str, headers: dict[str, str], ti
     except AddressRefused as exc:
         raise FetchError(f"refused: {exc}", final_url=url) from None
     except urllib3.exceptions.ProxyError as exc:  # the proxy unreachable, or its CONNECT refused
-        raise FetchError(f"proxy failed: {_first_line(exc)}", final_url=url, proxy_failed=True) from None
+        raise FetchError(_proxy_failure(exc), final_url=url, proxy_failed=True) from None
     except urllib3.exceptions.NewConnectionError as exc:  # refused, unreachable, no such name
         if proxied and _SOCKS_PROXY_DOWN in str(exc):
             raise FetchError(f"proxy failed: {_first_line(exc)}", final_url=url, proxy_failed=True) from None
@@ -285,6 +285,14 @@ def _charset(content_type: str) -> str | None:
         if name.strip().lower() == "charset":
             return value.strip().strip("\"'") or None
     return None
+
+
+def _proxy_failure(exc: urllib3.exceptions.ProxyError) -> str:
+    """``proxy failed: <why>``, saying "cannot connect" rather than urllib3's wrapped reprs."""
+    cause = getattr(exc, "original_error", None) or exc
+    if isinstance(cause, urllib3.exceptions.NewConnectionError):
+        return f"proxy failed: cannot connect to the proxy ({_first_line(cause).rpartition(': ')[2]})"
+    return f"proxy failed: {_first_line(cause)}"
 
 
 def _first_line(exc: BaseException) -> str:

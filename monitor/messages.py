@@ -321,8 +321,10 @@ class Heartbeat:
 
 @dataclass(frozen=True)
 class HostDisabled:
-    """``host_events`` fanout, from the controller: every exit of the pool was refused by
-    ``host`` (the last refusal reported by ``worker``); skip it until ``until``."""
+    """``host_events`` fanout: from the controller, every exit of the pool was refused by
+    ``host`` (the last refusal reported by ``worker``), skip it until ``until``; from
+    ``monitor hosts enable`` (``worker`` ``"cli"``), an ``until`` already past: the host's
+    cooldown is lifted, fetch it again."""
     host: str
     until: float
     reason: str

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 MAX_ID = 2**63 - 1  # SQLite's largest INTEGER: no row has a larger id
+STRIKE_MEMORY = 86400.0  # seconds after a host's cooldown ends during which a new one counts as a strike
 MAX_BACKOFF = 86400.0  # seconds: a watch whose job keeps failing is still tried once a day
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 FIRST_CHECK_SPREAD = 60  # a new watch is first checked within this many seconds
@@ -69,6 +70,19 @@ class Proxy:
     refusals: int
     failed_at: float | None  # when the proxy itself last failed (unreachable, 407)
     leased_to: tuple[str, ...] = ()  # the workers holding it (a proxy may serve several)
+
+
+@dataclass(frozen=True)
+class HostCooldown:
+    """A host on the disable list: until when, why, since when, the how-many-th in a row,
+    the exits it refused (``direct``, ``proxy 3``) and the worker that reported the last."""
+    host: str
+    until: float
+    reason: str
+    since: float
+    strikes: int
+    exits: str
+    worker: str
 
 
 @dataclass(frozen=True)
@@ -500,18 +514,19 @@ class Store:
                              "ON CONFLICT (host, exit_id) DO UPDATE SET at = excluded.at",
                              [(host, exit_id, now) for exit_id in exit_ids])
 
-    def refused_by_every_exit(self, host: str, since: float) -> bool:
-        """Whether every exit of the pool (the direct connection when the pool is empty)
-        was refused by ``host`` since ``since``; if so, those refusals are forgotten (the
-        host's cooldown starts now, and after it every exit gets a new chance)."""
+    def refused_by_every_exit(self, host: str, since: float) -> list[int]:
+        """The exits of the pool (``[0]``, the direct connection, when the pool is empty)
+        if ``host`` refused every one of them since ``since``, else ``[]``. When it did,
+        those refusals are forgotten (the host's cooldown starts now, and after it every
+        exit gets a new chance)."""
         refused = {row[0] for row in self.conn.execute("SELECT exit_id FROM refusals WHERE host = ? AND at >= ?",
                                                        (host, since))}
         pool = {row[0] for row in self.conn.execute("SELECT id FROM proxies")} or {0}
         if not pool <= refused:
-            return False
+            return []
         with self.transaction() as conn:
             conn.execute("DELETE FROM refusals WHERE host = ? OR at < ?", (host, since))
-        return True
+        return sorted(pool)
 
     # --- the worker fleet -----------------------------------------------------------------
     def record_heartbeat(self, beat, now: float) -> None:
@@ -569,11 +584,36 @@ class Store:
         return [WorkerRecord(*row[:9], [int(i) for i in (row[9] or "").split(",") if i]) for row in rows]
 
     # --- the host disable list ---------------------------------------------------------------
-    def disable_host(self, host: str, until: float, reason: str, now: float) -> None:
+    def disable_host(self, host: str, now: float, first: float, longest: float, reason: str, exits: str,
+                     worker: str) -> HostCooldown:
+        """Put ``host`` on the disable list: for ``first`` seconds, twice as long for each
+        cooldown in a row (one that starts less than a day after the previous one ended),
+        at most ``longest``. One refusal is not two hours; a host that keeps refusing is."""
         with self.transaction() as conn:
-            conn.execute("INSERT INTO host_cooldowns (host, until, reason, since) VALUES (?, ?, ?, ?) "
-                         "ON CONFLICT (host) DO UPDATE SET until = MAX(until, excluded.until), reason = excluded.reason",
-                         (host, until, reason, now))
+            row = conn.execute("SELECT until, strikes FROM host_cooldowns WHERE host = ?", (host,)).fetchone()
+            strikes = row[1] + 1 if row is not None and row[0] > now - STRIKE_MEMORY else 1
+            until = now + min(first * 2 ** min(strikes - 1, 30), longest)
+            conn.execute("INSERT INTO host_cooldowns (host, until, reason, since, strikes, exits, worker) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (host) DO UPDATE SET until = excluded.until, "
+                         "reason = excluded.reason, since = excluded.since, strikes = excluded.strikes, "
+                         "exits = excluded.exits, worker = excluded.worker",
+                         (host, until, reason, now, strikes, exits, worker))
+        return HostCooldown(host, until, reason, now, strikes, exits, worker)
+
+    def enable_host(self, host: str, now: float) -> bool:
+        """Lift ``host``'s cooldown and forget its refusals (its next one starts afresh);
+        return whether it was disabled."""
+        with self.transaction() as conn:
+            row = conn.execute("SELECT until FROM host_cooldowns WHERE host = ?", (host,)).fetchone()
+            conn.execute("DELETE FROM host_cooldowns WHERE host = ?", (host,))
+            conn.execute("DELETE FROM refusals WHERE host = ?", (host,))
+        return row is not None and row[0] > now
+
+    def host_cooldowns(self, now: float) -> list[HostCooldown]:
+        """The hosts disabled at ``now``, the soonest to end first."""
+        rows = self.conn.execute("SELECT host, until, reason, since, strikes, exits, worker FROM host_cooldowns "
+                                 "WHERE until > ? ORDER BY until, host", (now,)).fetchall()
+        return [HostCooldown(*row) for row in rows]
 
     def cooldowns(self, now: float) -> dict[str, float]:
         """Hosts disabled at ``now``: ``{host: until}``."""

@@ -68,21 +68,22 @@ class ExitPool:
 
     RECHECK_DIRECT = 60.0  # seconds between asking, while fetching directly, whether proxies appeared
 
-    def __init__(self, control: Control, cap: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, control: Control, cap: int = 2, clock: Callable[[], float] = time.monotonic,
+                 cooldowns: "Cooldowns | None" = None) -> None:
         self.control = control
         self.cap = cap
         self.clock = clock
+        self.cooldowns = cooldowns or Cooldowns()  # every lease reply's disable list goes there
         self.exits: list[Exit] = []
         self.direct = False
         self.leased_at = 0.0
-        self.disabled_hosts: dict[str, float] = {}
         self.broken: list[int] = []  # proxies dropped since the last lease request: reported with it
         self.retired: list[Exit] = []  # dropped exits whose counters the next heartbeat still carries
 
     def _take(self, reply: LeaseReply) -> LeaseReply:
         self.leased_at = self.clock()
         self.broken.clear()
-        self.disabled_hosts.update(reply.disabled_hosts)
+        self.cooldowns.update(reply.disabled_hosts)
         if reply.pool_size == 0:
             if not self.direct:
                 self.direct = True
@@ -153,19 +154,39 @@ class ExitPool:
 
 class Cooldowns:
     """The shared host disable list: ``{host: until}``. Thread-safe (its own lock, so the
-    thread that receives announcements never waits for a lease in progress)."""
+    thread that receives announcements never waits for a lease in progress).
+
+    Announcements (``host_events``) are the controller's word: :meth:`disable` and
+    :meth:`lift` apply at once. Lease replies carry the whole list as it was when the reply
+    was made (:meth:`update`); a host lifted since is not put back by such a reply.
+    """
+
+    LIFT_MEMORY = 600.0  # seconds during which a lift outranks lease replies made before it
 
     def __init__(self, longest: float = 7200.0) -> None:
         self.until: dict[str, float] = {}
+        self.lifted: dict[str, float] = {}  # host -> when it was lifted
         self.longest = longest  # no announcement disables a host for longer than this from now
         self._lock = threading.Lock()
 
     def disable(self, host: str, until: float) -> None:
         until = min(until, time.time() + self.longest)
         with self._lock:
+            self.lifted.pop(host, None)
             self.until[host] = max(until, self.until.get(host, 0.0))
 
+    def lift(self, host: str) -> None:
+        """The host may be fetched again at once (``monitor hosts enable``)."""
+        with self._lock:
+            self.until.pop(host, None)
+            self.lifted[host] = time.time()
+
     def update(self, hosts: dict[str, float]) -> None:
+        """Merge the list a lease reply carried."""
+        now = time.time()
+        with self._lock:
+            self.lifted = {host: at for host, at in self.lifted.items() if now - at < self.LIFT_MEMORY}
+            hosts = {host: until for host, until in hosts.items() if host not in self.lifted}
         for host, until in hosts.items():
             self.disable(host, until)
 

@@ -59,8 +59,8 @@ class Worker:
         self.started_at = time.time()
         self.control = ControlLink(config, name, run_id(os.getpid(), self.started_at), self.log)
         self.exits_lock = threading.Lock()  # guards the exit pool
-        self.pool = ExitPool(self.control, config.proxies_per_worker)
         self.cooldowns = Cooldowns(config.host_cooldown)
+        self.pool = ExitPool(self.control, config.proxies_per_worker, cooldowns=self.cooldowns)
         self.politeness = Politeness(config.politeness_delay)
         self.client = AsyncClient(config, self.log, consume=(amqp.JOB_QUEUE, config.worker_concurrency, self.on_delivery),
                                   subscribe=[(amqp.HOST_EVENTS, self.on_host_event)], owner=False)
@@ -152,12 +152,16 @@ class Worker:
 
     # --- one check through the exits ----------------------------------------------------------
     def on_host_event(self, body: bytes) -> None:
-        """In the I/O thread: the controller disabled a host."""
+        """In the I/O thread: the controller disabled a host, or an operator lifted one."""
         try:
             event = HostDisabled.from_bytes(body)
         except InvalidMessage:
             return
-        self.cooldowns.disable(event.host, event.until)
+        if event.until <= time.time():
+            self.cooldowns.lift(event.host)
+            self.log.info("host enabled again", host=event.host, by=event.worker)
+        else:
+            self.cooldowns.disable(event.host, event.until)
 
     def check(self, job: Job) -> Task:
         """Fetch through the exits, rotating on refusals, and extract; or skip a host in cooldown."""
@@ -165,7 +169,6 @@ class Worker:
         fetched_at = time.time()
         with self.exits_lock:
             self.pool.ensure()
-            self.cooldowns.update(self.pool.disabled_hosts)
         tried: set[int] = set()  # exits this job used
         refused: list[int] = []  # ... and those the site refused
         last_error = "no exit to try"
@@ -204,7 +207,7 @@ class Worker:
         with self.exits_lock:
             exit = self.pool.pick(tried)
             if exit is None:
-                self.cooldowns.update(self.pool.more(host, refused).disabled_hosts)
+                self.pool.more(host, refused)  # its reply's disable list goes to the cooldowns
                 exit = self.pool.pick(tried)
             if exit is not None and self.cooldowns.disabled_until(host) is None:
                 tried.add(exit.id)

@@ -1,14 +1,18 @@
-"""The worker fleet: ``monitor proxy ...`` (the VPN exits) and ``monitor workers``."""
+"""The worker fleet: ``monitor proxy ...`` (the VPN exits), ``monitor workers`` and
+``monitor hosts`` (the host disable list)."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from urllib.parse import urlsplit
 
-from monitor.check import check_page
-from monitor.cli.common import RuntimeFailure, UsageError, print_json, table, watch_url
+from monitor import amqp
+from monitor.cli.common import RuntimeFailure, UsageError, print_json, table, ts, watch_url
 from monitor.durations import format_age
-from monitor.messages import Job
+from monitor.fetch import FetchError, fetch
+from monitor.log import describe, get_logger
+from monitor.messages import HostDisabled
 from monitor.store import Duplicate, NotFound, Store, parse_id
 from monitor.urls import redact
 
@@ -41,8 +45,27 @@ def _find_proxy(store: Store, ref: str):
     raise UsageError(f"no proxy {redact(ref)} in the pool")
 
 
+def _through(proxy_url: str, page: str, config) -> tuple[bool, str]:
+    """Fetch ``page`` through the proxy once: whether the proxy itself worked, and a line
+    saying how it went (the page may fail for reasons of its own)."""
+    try:
+        fetched = fetch(page, config, proxy=proxy_url)
+    except FetchError as exc:
+        return not exc.proxy_failed, f"{page} failed through {redact(proxy_url)}: {exc}"
+    return True, f"ok through {redact(proxy_url)}: {page} answered HTTP {fetched.http_status} in {fetched.elapsed_ms} ms"
+
+
 def cmd_proxy_add(args, config, store) -> None:
     url = _proxy_url(args.url)
+    if any(proxy.url == url for proxy in store.list_proxies()):  # before testing it
+        raise UsageError("this proxy is already in the pool")
+    if not args.no_test:
+        page, _ = watch_url(args.page, config)
+        works, outcome = _through(url, page, config)
+        if not works:  # a mistyped proxy would fail every check it is given
+            raise UsageError(f"{outcome}; nothing added (--no-test adds it untested)")
+        if not outcome.startswith("ok"):
+            print(f"monitor: warning: the proxy answered, but {outcome}", file=sys.stderr)
     try:
         proxy = store.add_proxy(url)
     except Duplicate as exc:
@@ -74,11 +97,45 @@ def cmd_proxy_remove(args, config, store) -> None:
 def cmd_proxy_test(args, config, store) -> None:
     proxy_url = _find_proxy(store, args.ref).url if parse_id(args.ref) is not None else _proxy_url(args.ref)
     page, _ = watch_url(args.page, config)
-    task = check_page(Job(page, 0), config, proxy=proxy_url)
-    if task.status != "ok":
-        raise RuntimeFailure(f"failed through {redact(proxy_url)}: {task.error}")
-    print(f"ok through {redact(proxy_url)}: {page} answered HTTP {task.http_status} with {len(task.context)} links "
-          f"in {task.elapsed_ms} ms")
+    works, outcome = _through(proxy_url, page, config)
+    if not outcome.startswith("ok"):
+        raise RuntimeFailure(outcome if works else f"{outcome} (the proxy itself failed)")
+    print(outcome)
+
+
+# --- the host disable list -----------------------------------------------------------------------
+def cmd_hosts(args, config, store) -> None:
+    now = time.time()
+    cooldowns = store.host_cooldowns(now)
+    if args.json:
+        for c in cooldowns:
+            print_json(dataclasses.asdict(c))
+        return
+    if not cooldowns:
+        print("no host is disabled")
+        return
+    print(table(["HOST", "UNTIL", "LEFT", "IN A ROW", "WHY", "EXITS REFUSED", "REPORTED BY"],
+                [[c.host, ts(c.until), f"{max(1, round((c.until - now) / 60))}m", str(c.strikes), c.reason, c.exits,
+                  c.worker]
+                 for c in cooldowns]))
+    print("lift one at once, fleet-wide: `monitor hosts enable HOST`")
+
+
+def cmd_hosts_enable(args, config, store) -> None:
+    host = args.host.strip().lower().rstrip(".")
+    if not store.enable_host(host, time.time()):
+        raise UsageError(f"{host} is not disabled (`monitor hosts` lists those that are)")
+    try:  # running workers learn it at once; workers that start later never see the cooldown
+        connection = amqp.connect(config, get_logger("cli"), attempts=2)
+        try:
+            amqp.publish(amqp.open_channel(connection, config), "",
+                         HostDisabled(host, 0.0, "enabled by an operator", "cli").to_bytes(), exchange=amqp.HOST_EVENTS)
+        finally:
+            connection.close()
+    except (amqp.BrokerUnavailable, amqp.PublishFailed, *amqp.RECOVERABLE) as exc:
+        raise RuntimeFailure(f"{host} is off the disable list, but running workers were not told "
+                             f"({describe(exc)}): they skip it until its cooldown ends") from None
+    print(f"{host} enabled: every worker may fetch it again now")
 
 
 def cmd_workers(args, config, store) -> None:

@@ -45,6 +45,15 @@ def _watch_dict(watch) -> dict:
             "next_due": watch.next_due, "in_flight": watch.in_flight_since is not None}
 
 
+def _status_line(watch, disabled: dict[str, str]) -> str:
+    """The last status, with why a skipped watch's host is disabled and how to lift it."""
+    status = watch.last_status or "never checked"
+    host = urlsplit(watch.url).hostname or ""
+    if status.startswith("skipped") and host in disabled:
+        status += f" ({disabled[host]}; `monitor hosts enable {host}` lifts it)"
+    return status
+
+
 def cmd_watch_list(args, config, store) -> None:
     watches = store.list_watches()
     if args.json:
@@ -55,8 +64,9 @@ def cmd_watch_list(args, config, store) -> None:
         print("no watches yet: add one with `monitor watch add https://example.org/`")
         return
     now = time.time()
+    disabled = {c.host: f"{c.reason}, {c.strikes} in a row" for c in store.host_cooldowns(now)}
     rows = [[str(w.id), redact(w.url), format_duration(w.interval_s) + ("" if w.enabled else " (off)"),
-             format_age(now - w.last_check if w.last_check else None), w.last_status or "never checked",
+             format_age(now - w.last_check if w.last_check else None), _status_line(w, disabled),
              str(w.links_known), str(w.new_links), cost(w.cost_ms)] for w in watches]
     print(table(["ID", "URL", "INTERVAL", "LAST CHECK", "LAST STATUS", "LINKS", "NEW", "COST"], rows))
 

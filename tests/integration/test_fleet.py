@@ -18,7 +18,7 @@ PROXY_PASSWORD = "pr0xy-Secret-pw"
 
 def add_proxies(pipeline, proxies: list[TinyProxy]) -> None:
     for proxy in proxies:
-        result = pipeline.cli("proxy", "add", proxy.url)
+        result = pipeline.cli("proxy", "add", proxy.url, "--no-test")  # the test's fetch would use an allowance
         assert result.returncode == 0, result.stderr
 
 
@@ -134,7 +134,7 @@ def test_proxy_credentials_never_appear_in_logs_or_output(pipeline, proxies, rat
     # A dead exit with credentials: its connection errors quote the proxy URL, and must mask it.
     wrong_url = f"http://bob:{PROXY_PASSWORD}@127.0.0.1:{free_port()}"
     for url in (wrong_url, good.url):
-        assert pipeline.cli("proxy", "add", url).returncode == 0
+        assert pipeline.cli("proxy", "add", url, "--no-test").returncode == 0
     pipeline.configure(**FAST_FLEET)
     pipeline.processor()
     pipeline.worker()
@@ -269,3 +269,43 @@ def test_a_watch_urls_password_is_never_shown_nor_copied_into_links(pipeline, si
     imported.write_text(outputs[1])
     refused = pipeline.cli("watch", "import", str(imported))
     assert "its password is masked" in refused.stderr
+
+
+def test_a_disabled_host_says_why_and_enable_lifts_it_in_every_worker_at_once(pipeline, rationing):
+    origin = rationing(allowance=1)
+    pipeline.configure(politeness_delay=0.0, heartbeat_interval=0.5)  # the default cooldowns
+    pipeline.processor()
+    worker = pipeline.worker()
+    watch_id = pipeline.store.add_watch(origin.url("/news"), 3600).id
+    assert check_now(pipeline, watch_id) == "ok"
+    assert check_now(pipeline, watch_id).startswith("skipped: host disabled until ")
+
+    [host] = [json.loads(line) for line in pipeline.cli("hosts", "--json").stdout.splitlines()]
+    assert (host["host"], host["strikes"], host["exits"]) == ("127.0.0.1", 1, "direct") and host["worker"]
+    assert host["until"] - host["since"] == 300, "one refusal costs five minutes, not two hours"
+    assert "(every exit of the pool (1) refused by the host, 1 in a row; `monitor hosts enable 127.0.0.1` lifts it)" \
+        in pipeline.cli("watch", "list").stdout
+
+    origin.new_window()
+    enabled = pipeline.cli("hosts", "enable", "127.0.0.1")
+    assert enabled.returncode == 0 and "enabled" in enabled.stdout
+    wait_for(lambda: "host enabled again" in worker.log_text(), timeout=10, message="the worker told of the lift")
+    assert check_now(pipeline, watch_id) == "ok", "fetched again at once, without restarting anything"
+    assert pipeline.cli("hosts").stdout == "no host is disabled\n"
+    again = pipeline.cli("hosts", "enable", "127.0.0.1")
+    assert again.returncode == 2 and "is not disabled" in again.stderr
+
+
+def test_proxy_add_tries_the_proxy_first_and_refuses_one_that_cannot_connect(pipeline, proxies, site):
+    page = site.add_page("/", [("/a", "A")])
+    dead = f"http://127.0.0.1:{free_port()}"
+    refused = pipeline.cli("proxy", "add", dead, "--page", page)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "cannot connect to the proxy" in refused.stderr and "nothing added" in refused.stderr
+    assert _proxy_rows(pipeline) == []
+
+    [good] = proxies("good")
+    added = pipeline.cli("proxy", "add", good.url, "--page", page)
+    assert added.returncode == 0, added.stderr
+    assert pipeline.cli("proxy", "add", dead, "--no-test").returncode == 0, "on purpose, untested"
+    assert len(_proxy_rows(pipeline)) == 2

@@ -1,6 +1,8 @@
 """Exit rotation (the VPN patent's rules), cooldowns, politeness and host interleaving, with a fake lease."""
 from __future__ import annotations
 
+import time
+
 from controller.scheduler import interleave_by_host
 from monitor.messages import DIRECT, LeaseReply
 from monitor.store import Watch
@@ -123,6 +125,18 @@ def test_cooldowns_expire():
     assert cooldowns.disabled_until("a.example", now=60.0) == 100.0, "the later end wins"
     assert cooldowns.disabled_until("a.example", now=100.0) is None
     assert cooldowns.disabled_until("b.example", now=0.0) is None
+
+
+def test_a_lift_outranks_lease_replies_made_before_it_but_not_a_new_announcement():
+    cooldowns = Cooldowns()
+    far = time.time() + 3600
+    cooldowns.disable("a.example", far)
+    cooldowns.lift("a.example")
+    assert cooldowns.disabled_until("a.example") is None
+    cooldowns.update({"a.example": far})  # a reply made before the lift
+    assert cooldowns.disabled_until("a.example") is None
+    cooldowns.disable("a.example", far)  # the controller disables it again
+    assert cooldowns.disabled_until("a.example") == far
 
 
 def test_politeness_spaces_requests_per_exit_and_host():

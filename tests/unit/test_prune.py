@@ -15,8 +15,8 @@ def test_old_fleet_rows_are_pruned_and_current_ones_kept(tmp_path: Path) -> None
     store.record_heartbeat(Heartbeat("old", "h", 1, 1.0, state="stopped"), now - 8 * DAY)
     store.record_heartbeat(Heartbeat("recent", "h", 2, 1.0, state="stopped"), now - 1 * DAY)
     store.record_heartbeat(Heartbeat("quiet-but-alive", "h", 3, 1.0), now - 30 * DAY)
-    store.disable_host("ended.example", now - 2 * DAY, "r", now - 3 * DAY)
-    store.disable_host("current.example", now + 60, "r", now)
+    store.disable_host("ended.example", now - 3 * DAY, DAY, DAY, "r", "direct", "w")
+    store.disable_host("current.example", now, 60, 60, "r", "direct", "w")
     store.record_refusals("a.example", [DIRECT], now - 3600)
     store.record_refusals("b.example", [DIRECT], now - 60)
     assert store.prune(now, refusals_since=now - 600) == {"workers": 1, "host_cooldowns": 1, "refusals": 1,
@@ -24,4 +24,20 @@ def test_old_fleet_rows_are_pruned_and_current_ones_kept(tmp_path: Path) -> None
     assert {w.id for w in store.list_workers()} == {"recent", "quiet-but-alive"}
     assert store.cooldowns(now) == {"current.example": now + 60}
     assert store.refused_by_every_exit("b.example", now - 600), "the recent refusal is kept"
+    store.close()
+
+
+def test_a_host_cooldown_doubles_with_each_one_in_a_row_and_starts_over_after_a_quiet_day(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "db.sqlite3")
+    now = 100 * DAY
+    lengths = []
+    for _ in range(7):
+        cooldown = store.disable_host("a.example", now, 300, 7200, "r", "direct", "w")
+        lengths.append(cooldown.until - now)
+        now = cooldown.until + 60  # refused again a minute after it ended
+    assert lengths == [300, 600, 1200, 2400, 4800, 7200, 7200]
+    later = store.disable_host("a.example", now + 2 * DAY, 300, 7200, "r", "direct", "w")
+    assert (later.strikes, later.until - (now + 2 * DAY)) == (1, 300)
+    assert store.enable_host("a.example", now + 2 * DAY) and store.cooldowns(now + 2 * DAY) == {}
+    assert store.disable_host("a.example", now + 2 * DAY, 300, 7200, "r", "direct", "w").strikes == 1
     store.close()
