@@ -108,9 +108,32 @@ def declare_topology(channel: pika.adapters.blocking_connection.BlockingChannel,
     channel.queue_delete("host_events.controller")
 
 
+_STARTED = time.monotonic()  # when this process started (near enough: when it imported this module)
+
+
+class Backoff:
+    """The waits between attempts to reach the broker: 0.5 s doubling to 15 s, except in a
+    process's first minute, when they stay at most 1 s: a node started together with the
+    stack accepts connections 5 to 10 s after it, and a wait that had doubled to 8 or 16 s
+    by then delayed the stack's first check by as much."""
+
+    FIRST, LONGEST, EARLY_LONGEST, EARLY = 0.5, 15.0, 1.0, 60.0
+
+    def __init__(self) -> None:
+        self.delay = self.FIRST
+
+    def next(self) -> float:
+        """The wait before the next attempt."""
+        delay, self.delay = self.delay, min(self.delay * 2, self.LONGEST)
+        return min(delay, self.EARLY_LONGEST) if time.monotonic() - _STARTED < self.EARLY else delay
+
+    def reset(self) -> None:
+        self.delay = self.FIRST
+
+
 def connect(config: Config, log: EventLogger, attempts: int | None = None,
             stop: threading.Event | None = None) -> pika.BlockingConnection:
-    """Connect to the broker, retrying with capped exponential backoff (0.5 s doubling to 15 s).
+    """Connect to the broker, retrying with capped exponential backoff (:class:`Backoff`).
 
     ``attempts=None`` retries until ``stop`` is set (long-running processes); the CLI passes a
     small number and gets :class:`BrokerUnavailable` with a one-line reason.
@@ -120,7 +143,7 @@ def connect(config: Config, log: EventLogger, attempts: int | None = None,
     params.blocked_connection_timeout = 60
     params.connection_attempts = 1
     params.socket_timeout = 5
-    delay = 0.5
+    backoff = Backoff()
     attempt = 0
     while True:
         attempt += 1
@@ -135,11 +158,11 @@ def connect(config: Config, log: EventLogger, attempts: int | None = None,
                 raise BrokerUnavailable(reason) from None
             if attempt == 1 or attempt % 10 == 0:
                 log.warning("broker unavailable, retrying", reason=reason, attempt=attempt)
+            delay = backoff.next()
             if stop is not None and stop.wait(delay):
                 raise BrokerUnavailable("stopped while waiting for the broker") from None
             if stop is None:
                 time.sleep(delay)
-            delay = min(delay * 2, 15.0)
 
 
 def open_channel(connection: pika.BlockingConnection, config: Config, prefetch: int = 0):

@@ -76,7 +76,7 @@ class AsyncClient:
         self._returned: set[int] = set()
         self._channel_id = ""  # prefix of the message ids published on the current channel
         self._sequence = 0
-        self._backoff = 0.5
+        self._backoff = amqp.Backoff()
         self._calls: deque[Callable[[], object]] = deque()  # for the I/O thread, see _call
         self._calls_lock = threading.Lock()
         self._wake_pending = False
@@ -121,10 +121,10 @@ class AsyncClient:
 
     def _wait_before_retry(self, exc: BaseException) -> None:
         reason = scrub_credentials(f"{type(exc).__name__}: {exc}")[:300]
+        delay = self._backoff.next()
         self.log.warning("broker unavailable, retrying", broker=redact(self.config.broker_url), reason=reason,
-                         retry_in_s=self._backoff)
-        self._stopping.wait(self._backoff)
-        self._backoff = min(self._backoff * 2, 15.0)
+                         retry_in_s=delay)
+        self._stopping.wait(delay)
 
     def _on_open_error(self, connection, exc: BaseException) -> None:
         connection.ioloop.stop()
@@ -168,7 +168,7 @@ class AsyncClient:
 
     def _became_ready(self) -> None:
         self.generation += 1
-        self._backoff = 0.5
+        self._backoff.reset()
         self.ready.set()
         self.log.info("broker connected", broker=redact(self.config.broker_url), generation=self.generation)
         self._run_calls()  # calls queued while the previous connection went away

@@ -115,11 +115,6 @@ def _wait_for_port(port: int, timeout: float) -> bool:
     return True
 
 
-def wait_accepting(config: Config, timeout: float = 60.0) -> bool:
-    """Wait until the local node accepts AMQP connections (it boots in 5 to 10 s)."""
-    return _wait_for_port(config.local_amqp_port, timeout)
-
-
 def ensure_epmd(config: Config, wait_for_supervised: float = 5.0) -> None:
     """Wait for this stack's epmd (a supervised program), else start one in the background."""
     port = epmd_port(config)

@@ -8,10 +8,12 @@ import time
 import xmlrpc.client
 from pathlib import Path
 
+import pika
 from supervisor.xmlrpc import SupervisorTransport
 
-from monitor import broker
+from monitor import amqp, broker
 from monitor.config import Config
+from monitor.log import get_logger
 from monitor.store import open_store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,7 +75,11 @@ def up(config: Config, timeout: float = 20.0) -> None:
     if is_running(config):
         return
     config.log_dir.mkdir(parents=True, exist_ok=True)
-    open_store(config.db_path).close()  # apply migrations once, before the programs race to do it
+    store = open_store(config.db_path)  # apply migrations once, before the programs race to do it
+    try:
+        store.forget_ended_workers()  # the runs of the last start are history: status shows this one
+    finally:
+        store.close()
     if config.local_broker:
         broker.prepare(config)
     result = subprocess.run([_tool("supervisord"), "-c", str(CONF)], env=stack_env(config),
@@ -96,6 +102,49 @@ def wait_started(config: Config, timeout: float = 60.0) -> list[dict]:
         if all(info["statename"] != "STARTING" for info in infos) or time.monotonic() > deadline:
             return infos
         time.sleep(0.5)
+
+
+def wait_ready(config: Config, since: float, timeout: float = 60.0) -> list[str]:
+    """Wait until the pipeline is connected: its queues declared, the processor consuming
+    ``task_queue``, the master ``control``, every worker ``job_queue`` and each worker's
+    heartbeat since ``since`` recorded by the master. Return what is still not ready when
+    ``timeout`` runs out (nothing: ready)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        missing = _not_connected(config) or _not_beating(config, since)
+        if not missing or time.monotonic() > deadline:
+            return missing
+        time.sleep(0.3)
+
+
+def _not_beating(config: Config, since: float) -> list[str]:
+    store = open_store(config.db_path)
+    try:
+        beating = sum(w.state == "alive" and w.last_heartbeat >= since for w in store.list_workers())
+    finally:
+        store.close()
+    return [] if beating >= config.workers else [f"worker heartbeats ({beating} of {config.workers})"]
+
+
+def _not_connected(config: Config) -> list[str]:
+    try:
+        connection = amqp.connect(config, get_logger("cli"), attempts=1)
+    except (amqp.BrokerUnavailable, *amqp.RECOVERABLE):
+        return ["the broker (not accepting connections yet)"]
+    wanted = ((amqp.TASK_QUEUE, 1, "the processor"), (amqp.CONTROL_QUEUE, 1, "the master"),
+              (amqp.JOB_QUEUE, config.workers, "workers"))
+    missing = []
+    try:
+        for queue, count, who in wanted:
+            try:  # a passive declare counts a queue's consumers and needs no permission
+                consumers = connection.channel().queue_declare(queue, passive=True).method.consumer_count
+            except pika.exceptions.ChannelClosedByBroker:
+                consumers = 0  # not declared yet
+            if consumers < count:
+                missing.append(f"{who} ({consumers} of {count} consuming {queue})")
+    finally:
+        connection.close()
+    return missing
 
 
 def down(config: Config, timeout: float = 120.0) -> bool:

@@ -577,6 +577,12 @@ class Store:
                                              (int((now - 86400) // 60),)).rowcount,
             }
 
+    def forget_ended_workers(self) -> int:
+        """Delete the rows of worker runs that stopped or were lost (the stack starting
+        anew makes them history); return how many."""
+        with self.transaction() as conn:
+            return conn.execute("DELETE FROM workers WHERE state != 'alive'").rowcount
+
     def list_workers(self) -> list[WorkerRecord]:
         rows = self.conn.execute("SELECT id, host, pid, state, started_at, last_heartbeat, jobs_done, errors, current_job, "
                                  "(SELECT group_concat(l.proxy_id) FROM leases l WHERE l.worker = w.id) "

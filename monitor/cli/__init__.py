@@ -54,6 +54,17 @@ def positive_int(text: str) -> int:
     return number
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a number of seconds above 0, at most a day."""
+    try:
+        number = float(text)
+    except ValueError:
+        number = 0.0
+    if not 0 < number <= 86400:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds from 0 to 86400")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="monitor", description="Watch homepages; get an alert for every newly published link.")
     sub = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
@@ -152,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_parser("upgrade", help="apply pending migrations (creates the home if there is none)").set_defaults(
         func=_lazy("operations", "cmd_db_upgrade"), needs_store=False, home="create")
     p = sub.add_parser("demo", help="run a local site that publishes links, watch it, show alerts")
-    p.add_argument("--every", type=float, default=3.0, help="seconds between new stories (default 3)")
-    p.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
+    p.add_argument("--every", type=positive_float, default=3.0, help="seconds between new stories (default 3)")
+    p.add_argument("--duration", type=positive_float, help="stop after this many seconds (default: at Ctrl-C)")
     p.add_argument("--external-broker", action="store_true",
                    help="run on AMQP_URL's broker anyway (only one the demo has to itself)")
     p.set_defaults(func=_lazy("operations", "cmd_demo"), home="create")

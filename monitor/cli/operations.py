@@ -104,6 +104,7 @@ def cmd_up(args, config, store) -> None:
             amqp.declare_with_blocking_client(config, get_logger("cli"))
         except (amqp.BrokerUnavailable, *amqp.RECOVERABLE):
             pass  # not reachable yet: the programs wait for it (and check again)
+    started = time.time()
     try:
         stack.up(config)
         infos = stack.wait_started(config)
@@ -111,11 +112,12 @@ def cmd_up(args, config, store) -> None:
         raise RuntimeFailure(str(exc)) from None
     late = [process_name(info) + " " + info["statename"] for info in infos
             if info["statename"] not in ("RUNNING", "STOPPED")]
-    if config.local_broker and not broker.wait_accepting(config):
-        late.append(f"the local broker does not accept connections on 127.0.0.1:{config.local_amqp_port}")
-    print(f"stack running (home {config.home}); `monitor status` shows it, `monitor down` stops it")
     if late:
         raise RuntimeFailure("not running: " + ", ".join(late) + f" (see {config.log_dir})")
+    missing = stack.wait_ready(config, started)
+    if missing:
+        raise RuntimeFailure("running but not connected yet: " + ", ".join(missing) + f" (see {config.log_dir})")
+    print(f"stack running and connected (home {config.home}); `monitor status` shows it, `monitor down` stops it")
 
 
 def cmd_down(args, config, store) -> None:
@@ -203,13 +205,19 @@ def cmd_demo(args, config, store) -> None:
     demo_store = open_store(demo.db_path)
     watch = None
     try:
+        started = time.time()
         stack.up(demo)
         watch = demo_store.add_watch(url, 5, name="demo")
-        print(f"watching it as watch {watch.id} every 5s: first check is the baseline, then alerts follow "
-              f"(Ctrl-C to stop)", flush=True)
-        deadline = time.time() + args.duration
+        demo_store.make_due([watch.id], started)  # the baseline as soon as the stack is connected
+        missing = stack.wait_ready(demo, started)
+        if missing:
+            raise RuntimeFailure("the demo's stack did not connect: " + ", ".join(missing) + f" (see {demo.log_dir})")
+        until = "Ctrl-C to stop" if args.duration is None else f"stops after {args.duration:g}s, or Ctrl-C"
+        print(f"stack ready in {time.time() - started:.0f}s; watching the site as watch {watch.id} every 5s: "
+              f"the first check is the baseline, then each new story is an alert ({until})", flush=True)
+        deadline = None if args.duration is None else time.time() + args.duration
         last = 0
-        while time.time() < deadline:
+        while deadline is None or time.time() < deadline:
             for rowid, alert in demo_store.alerts(0, watch.id, after_rowid=last):
                 last = rowid
                 print(f"{ts(alert['first_seen'])}  NEW  {alert['url']}  {alert['text']}", flush=True)

@@ -7,6 +7,8 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -87,7 +89,16 @@ def test_monitor_up_runs_everything_and_survives_kill_9(stack_env, site):
     assert wait_for(lambda: _alerts(stack_env), timeout=60, message="the alert") == [(site.url("/two"), watch_id)]
 
     assert monitor(stack_env, "down").returncode == 0
-    assert "not running" in monitor(stack_env, "status").stdout
+    stopped = monitor(stack_env, "status")
+    assert stopped.returncode == 1 and "not running" in stopped.stdout
+
+    # Started again, `up` returns only once everything is connected, and the runs it
+    # replaced are not counted as this run's workers.
+    assert monitor(stack_env, "up").returncode == 0
+    status = _status(stack_env)
+    assert {p["state"] for p in status["processes"] if p["name"] in PROGRAMS} == {"RUNNING"}
+    assert set(status["queues"]) >= {"job_queue", "task_queue", "dead_letter"}
+    assert status["workers"] == {"alive": 2, "lost": 0, "stopped": 0}
 
 
 def test_with_an_external_broker_the_local_node_is_not_started(external_stack_env, site):
@@ -126,3 +137,29 @@ def test_stack_with_three_proxies_and_two_workers(stack_env, proxies, rationing)
     assert [len(held) for held in leases()] == [2, 2], "two each: the least shared proxy is shared"
     status = monitor(env, "status").stdout
     assert "workers: 2 alive" in status and "costliest sites:" in status
+
+
+def test_the_demo_alerts_soon_says_how_it_stops_and_does(tmp_path):
+    env = _env(tmp_path)
+    started = time.monotonic()
+    demo = subprocess.Popen([sys.executable, "-m", "monitor.cli", "demo", "--every", "2", "--duration", "45"], env=env,
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(150, demo.kill)  # bounds the read below if the demo never stops
+    watchdog.start()
+    lines: list[tuple[float, str]] = []
+    try:
+        for line in demo.stdout:
+            lines.append((time.monotonic() - started, line.rstrip()))
+        demo.wait(timeout=10)
+    finally:
+        watchdog.cancel()
+        if demo.poll() is None:
+            demo.kill()
+        subprocess.run([sys.executable, "-m", "monitor.cli", "down"], env=dict(env, MONITOR_HOME=str(tmp_path / "home" / "demo")),
+                       cwd=REPO, timeout=180)
+    text = "\n".join(line for _, line in lines)
+    assert demo.returncode == 0, text
+    assert "stops after 45s, or Ctrl-C" in text and "Ctrl-C to stop" not in text
+    first_alert = next(at for at, line in lines if "  NEW  " in line)
+    print(f"demo: first alert {first_alert:.1f}s after start")
+    assert lines[-1][1].startswith("demo stopped"), "it stopped by itself, as it said"
