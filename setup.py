@@ -22,7 +22,9 @@ setup(
         "schedule>=1.2",
         "selectolax>=1.0.2",  # lexbor: the fast HTML5 parse engine
         "PySocks>=1.7",  # socks5:// proxies
+        "apprise>=1.6",  # the `apprise` sink kind: chat, push and mail services by URL
+        "feedgen>=1.0",  # the Atom feeds of the alerts
     ],
-    extras_require={"test": ["pytest>=7", "pytest-timeout>=2"]},
+    extras_require={"test": ["pytest>=7", "pytest-timeout>=2", "feedparser>=6", "aiosmtpd>=1.4"]},
     entry_points={"console_scripts": ["monitor = monitor.cli:main"]},
 )

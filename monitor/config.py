@@ -54,6 +54,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "host_cooldown_first": (1, 366 * 86400),
     "heartbeat_interval": (0.1, 3600),
     "worker_lost_after": (1, 86400),
+    "sink_retry_first": (0.01, 86400),
+    "sink_retry_max": (0.01, 7 * 86400),
+    "sink_max_attempts": (1, 1000),
 }
 
 
@@ -94,6 +97,11 @@ class Config:
     worker_lost_after: float = 90.0  # longer than a fetch can take: a busy worker still beats, but be safe
     politeness_delay: float = 1.0
     log_level: str = "info"
+    # Alert delivery by the notifier: a failed send is tried again after sink_retry_first
+    # seconds, doubling, at most sink_retry_max; after sink_max_attempts it is given up.
+    sink_retry_first: float = 30.0
+    sink_retry_max: float = 3600.0
+    sink_max_attempts: int = 10
 
     # --- paths derived from home -------------------------------------------------
     @property
@@ -107,6 +115,10 @@ class Config:
     @property
     def alerts_path(self) -> Path:
         return self.home / "alerts.jsonl"
+
+    @property
+    def feeds_dir(self) -> Path:
+        return self.home / "feeds"
 
     @property
     def log_dir(self) -> Path:

@@ -7,6 +7,7 @@ applied. :func:`open_store` applies pending ones, so every process upgrades at s
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -70,6 +71,24 @@ class Proxy:
     refusals: int
     failed_at: float | None  # when the proxy itself last failed (unreachable, 407)
     leased_to: tuple[str, ...] = ()  # the workers holding it (a proxy may serve several)
+
+
+@dataclass(frozen=True)
+class SinkRecord:
+    """A sink and how its deliveries stand: ``failing_since`` is the oldest failed attempt
+    among those still pending, ``last_error`` the newest error (both None when healthy)."""
+    name: str
+    kind: str
+    target: str
+    options: dict
+    watch_id: int | None
+    tag: str | None
+    created_at: float
+    delivered: int
+    pending: int
+    failed: int
+    failing_since: float | None
+    last_error: str | None
 
 
 @dataclass(frozen=True)
@@ -203,6 +222,20 @@ _WATCH_WIDTH = _WATCH_COLUMNS.count(",") + 1
 
 _PROXY_COLUMNS = ("id, url, last_error, requests, refusals, failed_at, "
                   "(SELECT group_concat(worker, ' ') FROM leases WHERE proxy_id = proxies.id)")
+
+
+_SINK_COLUMNS = (
+    "name, kind, target, options, watch_id, tag, created_at, "
+    "(SELECT COUNT(*) FROM deliveries WHERE sink = s.name AND state = 'delivered'), "
+    "(SELECT COUNT(*) FROM deliveries WHERE sink = s.name AND state = 'pending'), "
+    "(SELECT COUNT(*) FROM deliveries WHERE sink = s.name AND state = 'failed'), "
+    "(SELECT MIN(updated_at) FROM deliveries WHERE sink = s.name AND state = 'pending' AND attempts > 0), "
+    "(SELECT last_error FROM deliveries WHERE sink = s.name AND last_error IS NOT NULL "
+    " ORDER BY updated_at DESC LIMIT 1)")
+
+
+def _sink(row: tuple) -> SinkRecord:
+    return SinkRecord(row[0], row[1], row[2], json.loads(row[3]), *row[4:])
 
 
 def _proxy(row: tuple) -> Proxy:
@@ -624,6 +657,108 @@ class Store:
     def cooldowns(self, now: float) -> dict[str, float]:
         """Hosts disabled at ``now``: ``{host: until}``."""
         return dict(self.conn.execute("SELECT host, until FROM host_cooldowns WHERE until > ?", (now,)).fetchall())
+
+    # --- alert sinks and deliveries (the notifier's side; see migrations/0009_sinks.sql) ------
+    def add_sink(self, name: str, kind: str, target: str, options: dict, watch_id: int | None, tag: str | None,
+                 now: float) -> None:
+        """A sink that receives the alerts raised from now on (of one watch, one tag, or all)."""
+        with self.transaction() as conn:
+            if conn.execute("SELECT 1 FROM sinks WHERE name = ?", (name,)).fetchone():
+                raise Duplicate(f"a sink named {name!r} exists already")
+            conn.execute("INSERT INTO sinks (name, kind, target, options, watch_id, tag, created_at) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?)", (name, kind, target, json.dumps(options), watch_id, tag, now))
+
+    def get_sink(self, name: str) -> SinkRecord:
+        row = self.conn.execute(f"SELECT {_SINK_COLUMNS} FROM sinks s WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"no sink named {name!r}")
+        return _sink(row)
+
+    def list_sinks(self) -> list[SinkRecord]:
+        """Every sink with its delivery counts, oldest first."""
+        return [_sink(row) for row in self.conn.execute(f"SELECT {_SINK_COLUMNS} FROM sinks s ORDER BY created_at, name")]
+
+    def remove_sink(self, name: str) -> None:
+        """Remove a sink and its deliveries (pending ones are not sent)."""
+        with self.transaction() as conn:
+            if conn.execute("DELETE FROM sinks WHERE name = ?", (name,)).rowcount == 0:
+                raise NotFound(f"no sink named {name!r}")
+
+    def due_deliveries(self, sink: str, now: float, limit: int) -> list[dict]:
+        """The alerts due for ``sink``, oldest first, as sinks receive them."""
+        rows = self.conn.execute("""
+            SELECT a.alert_id, a.watch_id, w.url, w.name, w.tag, a.url, a.text, a.first_seen, d.attempts
+            FROM deliveries d JOIN alerts a ON a.alert_id = d.alert_id JOIN watches w ON w.id = a.watch_id
+            WHERE d.state = 'pending' AND d.sink = ? AND d.next_try <= ?
+            ORDER BY a.first_seen, a.alert_id LIMIT ?""", (sink, now, limit)).fetchall()
+        return [{"alert_id": r[0], "watch_id": r[1], "baseUrl": r[2], "watch_name": r[3], "tag": r[4], "url": r[5],
+                 "text": r[6], "first_seen": r[7], "attempts": r[8]} for r in rows]
+
+    def sink_names(self) -> list[str]:
+        return [row[0] for row in self.conn.execute("SELECT name FROM sinks ORDER BY name")]
+
+    def recent_alerts(self, limit: int, watch_id: int | None = None, tag: str | None = None) -> list[dict]:
+        """The newest ``limit`` alerts (of one watch, or one tag), newest first."""
+        rows = self.conn.execute("""
+            SELECT a.alert_id, a.watch_id, w.url, w.name, w.tag, a.url, a.text, a.first_seen
+            FROM alerts a JOIN watches w ON w.id = a.watch_id
+            WHERE (? IS NULL OR a.watch_id = ?) AND (? IS NULL OR w.tag = ?)
+            ORDER BY a.first_seen DESC, a.rowid DESC LIMIT ?""", (watch_id, watch_id, tag, tag, limit)).fetchall()
+        return [{"alert_id": r[0], "watch_id": r[1], "baseUrl": r[2], "watch_name": r[3], "tag": r[4], "url": r[5],
+                 "text": r[6], "first_seen": r[7]} for r in rows]
+
+    def alerts_since(self, rowid: int) -> tuple[int, set[int], set[str]]:
+        """Alerts recorded after ``rowid``: the newest rowid, and their watches and tags."""
+        rows = self.conn.execute("SELECT a.rowid, a.watch_id, w.tag FROM alerts a JOIN watches w ON w.id = a.watch_id "
+                                 "WHERE a.rowid > ?", (rowid,)).fetchall()
+        return (max((row[0] for row in rows), default=rowid), {row[1] for row in rows},
+                {row[2] for row in rows if row[2]})
+
+    def next_delivery_at(self, sink: str) -> float | None:
+        """When ``sink``'s earliest pending delivery is due, None when nothing is pending."""
+        return self.conn.execute("SELECT MIN(next_try) FROM deliveries WHERE state = 'pending' AND sink = ?",
+                                 (sink,)).fetchone()[0]
+
+    def delivered(self, sink: str, alert_ids: list[str], now: float) -> None:
+        with self.transaction() as conn:
+            conn.executemany("UPDATE deliveries SET state = 'delivered', attempts = attempts + 1, "
+                             "updated_at = ? WHERE sink = ? AND alert_id = ?", [(now, sink, a) for a in alert_ids])
+
+    def delivery_failed(self, sink: str, alert_ids: list[str], error: str, now: float, first_wait: float,
+                        longest_wait: float, max_attempts: int) -> int:
+        """Count a failed attempt: try again after ``first_wait`` doubling per attempt (at
+        most ``longest_wait``); after ``max_attempts`` the delivery is ``failed`` (the
+        sink's dead letters). Return how many gave up now."""
+        with self.transaction() as conn:
+            conn.executemany("""
+                UPDATE deliveries SET attempts = attempts + 1, last_error = ?, updated_at = ?,
+                       state = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE 'pending' END,
+                       next_try = ? + MIN(? * (1 << MIN(attempts, 30)), ?)
+                WHERE sink = ? AND alert_id = ? AND state = 'pending'""",
+                [(error, now, max_attempts, now, first_wait, longest_wait, sink, a) for a in alert_ids])
+            return conn.execute(f"SELECT COUNT(*) FROM deliveries WHERE sink = ? AND state = 'failed' AND updated_at = ? "
+                                f"AND alert_id IN ({','.join('?' * len(alert_ids))})", (sink, now, *alert_ids)).fetchone()[0]
+
+    def failed_deliveries(self, sink: str | None = None) -> list[dict]:
+        """Deliveries given up on (the sinks' dead letters), oldest first."""
+        rows = self.conn.execute("""
+            SELECT d.sink, d.alert_id, a.url, a.text, d.attempts, d.last_error, d.updated_at
+            FROM deliveries d JOIN alerts a ON a.alert_id = d.alert_id
+            WHERE d.state = 'failed' AND (? IS NULL OR d.sink = ?) ORDER BY d.updated_at, d.alert_id""",
+                                 (sink, sink)).fetchall()
+        return [{"sink": r[0], "alert_id": r[1], "url": r[2], "text": r[3], "attempts": r[4], "last_error": r[5],
+                 "failed_at": r[6]} for r in rows]
+
+    def retry_failed(self, now: float, sink: str | None = None, alert_ids: list[str] | None = None) -> int:
+        """Make failed deliveries pending again, due now, with a fresh count of attempts."""
+        query = ("UPDATE deliveries SET state = 'pending', attempts = 0, next_try = ?, updated_at = ? "
+                 "WHERE state = 'failed' AND (? IS NULL OR sink = ?)")
+        params: list = [now, now, sink, sink]
+        if alert_ids is not None:
+            query += f" AND alert_id IN ({','.join('?' * len(alert_ids))})"
+            params.extend(alert_ids)
+        with self.transaction() as conn:
+            return conn.execute(query, params).rowcount
 
     def costliest(self, limit: int) -> list[Watch]:
         """The watches whose fetches cost most (the patent's site weights), heaviest first."""

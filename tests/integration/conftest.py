@@ -174,6 +174,9 @@ class Pipeline:
     def master(self) -> Proc:
         return self.spawn("controller.master", "master")
 
+    def notifier(self) -> Proc:
+        return self.spawn("controller.notifier", "notifier")
+
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "monitor.cli", *args], env=self.env, cwd=self.home,
                               capture_output=True, text=True, timeout=60)

@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.conftest import REPO, free_broker_port
 
-PROGRAMS = {"epmd", "rabbitmq", "scheduler", "processor", "master", "worker:worker_00", "worker:worker_01"}
+PROGRAMS = {"epmd", "rabbitmq", "scheduler", "processor", "master", "notifier", "worker:worker_00", "worker:worker_01"}
 
 
 def _env(tmp_path, **extra) -> dict[str, str]:

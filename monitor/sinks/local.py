@@ -1,4 +1,4 @@
-"""Alert sinks: where a new link is announced. Each sink is one small class.
+"""The processor's own alert sinks: where a new link is recorded as it is made durable.
 
 A sink has a ``name``, ``deliver(alerts)`` and ``delivered(alert_ids)``. The processor calls
 ``delivered`` only when it re-applies an outbox record after a crash, to skip the alerts a

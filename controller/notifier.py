@@ -1,0 +1,130 @@
+"""The notifier: deliver every alert to every sink it is meant for, and keep the Atom
+feeds current.
+
+The processor queues an alert for its sinks in the SQLite transaction that records it
+(``deliveries``, see migrations/0009_sinks.sql), so this process only reads durable rows.
+Twice a second it:
+
+1. records the outcome of each send that finished: ``delivered``, or a failed attempt
+   (tried again after ``sink_retry_first`` seconds doubling per attempt, at most
+   ``sink_retry_max``; after ``sink_max_attempts`` the delivery is ``failed``, the sink's
+   dead letter, which ``monitor alerts failed`` lists and ``monitor alerts retry`` revives);
+2. for each sink with no send in flight and alerts due, starts one send of up to its
+   channel's ``batch`` alerts in a thread of its own: a slow or failing sink delays
+   nobody else;
+3. rewrites the feeds of the watches and tags that have new alerts.
+
+A send is recorded only after it returns, so a crash in between sends it again: each
+alert reaches each sink at least once (receivers drop duplicates by ``alert_id``) and is
+recorded once per sink.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from monitor import amqp
+from monitor import config as configuration
+from monitor.log import describe, get_logger
+from monitor.sinks.channels import BadTarget, Channel, DeliveryFailed, build
+from monitor.sinks.feeds import write_feeds
+from monitor.store import Store, open_store
+
+POLL = 0.5  # seconds between rounds
+SENDERS = 16  # sinks sending at once
+
+
+class Notifier:
+    def __init__(self, config: configuration.Config, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self.log = get_logger("notifier")
+        self.pool = ThreadPoolExecutor(SENDERS, thread_name_prefix="send")
+        self.channels: dict[str, tuple[str, Channel]] = {}  # sink name -> (its definition, its channel)
+        self.sending: dict[str, tuple[Future, list[str]]] = {}  # sink name -> (send, alert ids)
+        self.feeds_at = -1  # the newest alert rowid the feeds include (-1: write them all at start)
+
+    def round(self, now: float) -> None:
+        """One round: record finished sends, start due ones, refresh the feeds."""
+        self.collect(now)
+        self.dispatch(now)
+        self.refresh_feeds(now)
+
+    def collect(self, now: float, wait: bool = False) -> None:
+        for name, (send, alert_ids) in list(self.sending.items()):
+            if not (wait or send.done()):
+                continue
+            del self.sending[name]
+            error = send.exception()
+            if error is None:
+                self.store.delivered(name, alert_ids, now)
+                self.log.info("delivered", sink=name, alerts=len(alert_ids))
+            else:
+                self.failed(name, alert_ids, str(error) if isinstance(error, DeliveryFailed) else describe(error), now)
+
+    def failed(self, name: str, alert_ids: list[str], reason: str, now: float) -> None:
+        gave_up = self.store.delivery_failed(name, alert_ids, reason, now, self.config.sink_retry_first,
+                                             self.config.sink_retry_max, self.config.sink_max_attempts)
+        self.log.warning("delivery failed", sink=name, alerts=len(alert_ids), reason=reason, gave_up=gave_up)
+
+    def dispatch(self, now: float) -> None:
+        for name in self.store.sink_names():
+            if name in self.sending:
+                continue
+            next_try = self.store.next_delivery_at(name)
+            if next_try is None or next_try > now:
+                continue
+            try:
+                channel = self.channel(name)
+            except BadTarget as exc:  # e.g. an Apprise plugin gone since the sink was added
+                self.failed(name, [alert["alert_id"] for alert in self.store.due_deliveries(name, now, 100)], str(exc), now)
+                continue
+            alerts = self.store.due_deliveries(name, now, channel.batch)
+            if alerts:
+                self.sending[name] = (self.pool.submit(channel.send, alerts), [a["alert_id"] for a in alerts])
+
+    def channel(self, name: str) -> Channel:
+        """The sink's channel, built again when its definition changed."""
+        sink = self.store.get_sink(name)
+        definition = json.dumps([sink.kind, sink.target, sink.options], sort_keys=True)
+        cached = self.channels.get(name)
+        if cached is None or cached[0] != definition:
+            cached = (definition, build(sink.kind, sink.target, sink.options))
+            self.channels[name] = cached
+        return cached[1]
+
+    def refresh_feeds(self, now: float) -> None:
+        newest, watch_ids, tags = self.store.alerts_since(max(self.feeds_at, 0))
+        if self.feeds_at >= 0 and newest == self.feeds_at:
+            return
+        if self.feeds_at < 0:  # at start: every feed, whatever happened while this process was down
+            _, watch_ids, tags = self.store.alerts_since(0)
+        written = write_feeds(self.store, self.config.feeds_dir, watch_ids, tags, now)
+        self.feeds_at = newest
+        self.log.info("feeds written", feeds=written)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.round(time.time())
+            stop.wait(POLL)
+        self.collect(time.time(), wait=True)  # sends in flight finish (they are bounded by timeouts)
+        self.pool.shutdown()
+
+
+def main() -> None:
+    config = configuration.load()
+    stop = amqp.stop_on_signals()
+    store = open_store(config.db_path)
+    notifier = Notifier(config, store)
+    notifier.log.info("starting", sinks=len(store.sink_names()))
+    try:
+        notifier.run(stop)
+    finally:
+        store.close()
+    notifier.log.info("stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Sink kinds, their targets and masks, the delivery bookkeeping and the Atom feeds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import feedparser
+import pytest
+
+from monitor.sinks.channels import KINDS, BadTarget, Email, build, mask
+from monitor.sinks.feeds import feed_name, render
+from monitor.store import CheckResult, LinkRecord, open_store
+
+
+@pytest.mark.parametrize("target, shown", [
+    ("https://hooks.example/T0/B1/secret", "https://hooks.example/***"),
+    ("smtp://me:pw@mail.example:587?to=a@b.example&starttls=1", "smtp://me:***@mail.example:587/***"),
+    ("tgram://123456:AAbbcc/987/", "tgram://***/***"),
+    ("ntfys://a-secret-topic", "ntfys://***"),
+    ("json://127.0.0.1:8080/hook", "json://127.0.0.1:8080/***"),
+    ("not a url", "***"),
+])
+def test_targets_are_shown_without_their_secrets(target: str, shown: str) -> None:
+    assert mask(target) == shown
+
+
+def test_every_kind_documents_its_target() -> None:
+    assert sorted(KINDS) == ["apprise", "email", "webhook"]
+    for name, channel in KINDS.items():
+        assert channel.__doc__.startswith(f"{name} TARGET")
+
+
+@pytest.mark.parametrize("kind, target, reason", [
+    ("webhook", "ftp://x.example/", "http:// or https://"),
+    ("email", "smtp://mail.example", "to=ADDRESS"),
+    ("email", "imap://mail.example?to=a@b.example", "smtp://"),
+    ("apprise", "nonsense://x", "not an Apprise URL"),
+    ("pager", "x", "unknown sink kind 'pager'"),
+])
+def test_a_bad_target_is_refused_with_one_line(kind: str, target: str, reason: str) -> None:
+    with pytest.raises(BadTarget, match=reason):
+        build(kind, target, {})
+
+
+def test_a_mail_has_the_link_text_as_subject_and_the_alert_id() -> None:
+    mail = Email("smtp://mail.example?to=a@b.example&to=c@d.example", {}).message(
+        {"alert_id": "3-abc", "watch_id": 3, "baseUrl": "https://u:pw@news.example/", "watch_name": None,
+         "tag": None, "url": "https://news.example/story", "text": "Big story", "first_seen": 1.7e9})
+    assert mail["Subject"] == "Big story" and mail["To"] == "a@b.example, c@d.example"
+    assert "3-abc" in mail["Message-ID"] and mail["X-Monitor-Alert-Id"] == "3-abc"
+    assert "pw" not in mail.as_string(), "the watch's password is not in the mail"
+
+
+def _alert(store, watch_id: int, url: str, now: float) -> None:
+    store.record_results([CheckResult(watch_id=watch_id, checked_at=now, status="ok", http_status=200, elapsed_ms=1,
+                                      links=[LinkRecord(url, "T", url[-6:], now)], alert_ids={url: f"{watch_id}-{url[-6:]}"},
+                                      fetched_at=now)])
+
+
+def test_deliveries_are_queued_with_the_alert_retried_with_backoff_and_given_up(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "db.sqlite3")
+    watch = store.add_watch("https://news.example/", 300, tag="news")
+    other = store.add_watch("https://other.example/", 300)
+    store.add_sink("all", "webhook", "https://h.example/", {}, None, None, 0.0)
+    store.add_sink("tagged", "webhook", "https://h.example/", {}, None, "news", 0.0)
+    store.add_sink("other", "webhook", "https://h.example/", {}, other.id, None, 0.0)
+    _alert(store, watch.id, "https://news.example/aaaaaa", 10.0)
+    _alert(store, watch.id, "https://news.example/aaaaaa", 11.0)  # the same alert again queues nothing
+    assert [len(store.due_deliveries(name, 10.0, 100)) for name in ("all", "tagged", "other")] == [1, 1, 0]
+
+    waits = []
+    now = 10.0
+    for _ in range(4):
+        store.delivery_failed("all", ["1-aaaaaa"], "HTTP 500", now, 1.0, 5.0, 4)
+        waits.append((store.next_delivery_at("all") or now) - now)
+    assert waits == [1.0, 2.0, 4.0, 0.0], "doubling, then given up (nothing pending)"
+    [failed] = store.failed_deliveries()
+    assert (failed["sink"], failed["attempts"], failed["last_error"]) == ("all", 4, "HTTP 500")
+    assert store.retry_failed(20.0, "all") == 1 and store.due_deliveries("all", 20.0, 10)[0]["attempts"] == 0
+    store.delivered("all", ["1-aaaaaa"], 21.0)
+    sink = {s.name: s for s in store.list_sinks()}["all"]
+    assert (sink.delivered, sink.pending, sink.failed, sink.last_error) == (1, 0, 0, "HTTP 500")
+
+    store.remove_watch(watch.id)  # its alerts go, and with them what was still to deliver
+    assert store.due_deliveries("tagged", 30.0, 10) == []
+    store.remove_sink("all")
+    assert [s.name for s in store.list_sinks()] == ["other", "tagged"]
+    store.close()
+
+
+def test_a_feed_is_valid_atom_newest_first() -> None:
+    alerts = [{"alert_id": f"1-{n}", "watch_id": 1, "baseUrl": "https://news.example/", "watch_name": "News",
+               "tag": None, "url": f"https://news.example/{n}", "text": f"Story <{n}> & more", "first_seen": 100.0 - n}
+              for n in range(3)]
+    feed = feedparser.parse(render("All new links", "all.atom", alerts, 200.0))
+    assert not feed.bozo, feed.bozo_exception
+    assert [entry.link for entry in feed.entries] == [f"https://news.example/{n}" for n in range(3)]
+    assert feed.entries[0].title == "Story <0> & more"
+    assert feed_name(tag="a/b c") == "tag-a_b_c.atom" and feed_name(watch_id=4) == "watch-4.atom"
