@@ -70,7 +70,8 @@ class Master:
             refused_since=now - REFUSAL_MEMORY, failed_since=now - BROKEN_PROXY_REST)
         refused = request.host and not leased and self.store.refused_by_every_exit(request.host, now - REFUSAL_MEMORY)
         if refused:
-            reason = f"every exit of the pool ({len(refused)}) refused by the host"
+            reason = ("refused the direct connection (no proxies configured)" if refused == [DIRECT]
+                      else f"refused every exit of the pool ({len(refused)})")
             cooldown = self.store.disable_host(
                 request.host, now, self.config.host_cooldown_first, self.config.host_cooldown, reason,
                 ", ".join("direct" if exit_id == DIRECT else f"proxy {exit_id}" for exit_id in refused), request.worker)

@@ -191,13 +191,10 @@ def _coerce(name: str, value: object, kind: type) -> object:
         if kind is Path:
             return Path(str(value)).expanduser()
         if kind is int:
-            result = int(value)
-            if result < 0:
-                raise ValueError(value)
-            return result
+            return int(value)
         if kind is float:
             result = float(value)
-            if not 0 <= result < float("inf"):  # NaN fails this too
+            if result != result or result in (float("inf"), float("-inf")):
                 raise ValueError(value)
             return result
         return str(value)
@@ -249,8 +246,10 @@ def load(environ: dict[str, str] | None = None) -> Config:
         raise ConfigError(f"parser: {config.parser!r} is not one of {', '.join(PARSERS)}")
     if config.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"log_level (MONITOR_LOG_LEVEL): {config.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
-    for name, (low, high) in BOUNDS.items():
+    for name, kind in types.items():
+        low, high = BOUNDS.get(name, (0, float("inf")))
         value = getattr(config, name)
-        if value is not None and not low <= value <= high:
-            raise ConfigError(f"{_source(name)}: {value!r} is out of range ({low:g} to {high:g})")
+        if kind in (int, float) and value is not None and not low <= value <= high:
+            limits = f"{low:g} to {high:g}" if high != float("inf") else f"at least {low:g}"
+            raise ConfigError(f"{_source(name)}: {value!r} is out of range ({limits})")
     return dataclasses.replace(config, home=config.home.absolute())

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from monitor.urls import redact
+
 MAX_ID = 2**63 - 1  # SQLite's largest INTEGER: no row has a larger id
 STRIKE_MEMORY = 86400.0  # seconds after a host's cooldown ends during which a new one counts as a strike
 MAX_BACKOFF = 86400.0  # seconds: a watch whose job keeps failing is still tried once a day
@@ -283,8 +285,9 @@ class Store:
         """Add a watch (``url`` already validated and normalised); raise Duplicate if present."""
         now = time.time() if now is None else now
         with self.transaction() as conn:
-            if conn.execute("SELECT 1 FROM watches WHERE url = ?", (url,)).fetchone():
-                raise Duplicate(f"{url} is already watched")
+            existing = conn.execute("SELECT id FROM watches WHERE url = ?", (url,)).fetchone()
+            if existing:
+                raise Duplicate(f"{redact(url)} is already watched (watch {existing[0]})")
             cursor = conn.execute(
                 "INSERT INTO watches (url, name, tag, interval_s, enabled, created_at, next_due) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (url, name, tag, interval_s, int(enabled), now, now))
@@ -311,6 +314,8 @@ class Store:
     def find_watch(self, ref: str) -> Watch:
         """A watch by id (``12``) or by URL."""
         watch_id = parse_id(ref)
+        if watch_id is not None and watch_id > MAX_ID:
+            raise NotFound(f"no watch with id {ref[:30]}{'...' if len(ref) > 30 else ''}")
         if watch_id is not None:
             return self.get_watch(watch_id)
         row = self.conn.execute(f"SELECT {_WATCH_COLUMNS} FROM watches WHERE url = ?", (ref,)).fetchone()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from typing import Callable, NoReturn
 
@@ -22,6 +23,13 @@ def _lazy(module: str, function: str) -> Callable:
     def command(args: argparse.Namespace, config: configuration.Config, store) -> None:
         getattr(importlib.import_module(f"monitor.cli.{module}"), function)(args, config, store)
     return command
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("homepage-monitor")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,18 +63,19 @@ def positive_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
-    """argparse type: a number of seconds above 0, at most a day."""
+    """argparse type: seconds (``3``, ``2.5`` or ``3s``), above 0 and at most a day."""
     try:
-        number = float(text)
+        number = float(text.removesuffix("s"))
     except ValueError:
         number = 0.0
     if not 0 < number <= 86400:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds from 0 to 86400")
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds above 0 and at most 86400")
     return number
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="monitor", description="Watch homepages; get an alert for every newly published link.")
+    parser.add_argument("--version", action="version", version=f"monitor {_version()}")
     sub = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
 
     watch = sub.add_parser("watch", help="edit the watch list").add_subparsers(dest="command", required=True, metavar="ACTION")

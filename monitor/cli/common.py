@@ -62,10 +62,14 @@ def interval_seconds(text: str | None, config: configuration.Config) -> int:
 
 
 def find_watch(store: Store, ref: str):
+    """A watch by id, or by URL as given or as `watch add` stores it (normalised)."""
     try:
         return store.find_watch(ref)
     except NotFound as exc:
-        raise UsageError(str(exc)) from None
+        try:
+            return store.find_watch(validate_watch_url(ref))
+        except (BadURL, NotFound):
+            raise UsageError(str(exc)) from None
 
 
 def watch_id_of(store: Store, ref: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 import sys
 import time
 from urllib.parse import urlsplit
@@ -13,7 +14,7 @@ from monitor.durations import format_age
 from monitor.fetch import FetchError, fetch
 from monitor.log import describe, get_logger
 from monitor.messages import HostDisabled
-from monitor.store import Duplicate, NotFound, Store, parse_id
+from monitor.store import MAX_ID, Duplicate, NotFound, Store, parse_id
 from monitor.urls import redact
 
 # --- proxies and workers -----------------------------------------------------------------------
@@ -34,6 +35,8 @@ def _proxy_url(url: str) -> str:
 
 def _find_proxy(store: Store, ref: str):
     proxy_id = parse_id(ref)
+    if proxy_id is not None and proxy_id > MAX_ID:
+        raise UsageError(f"no proxy with id {ref[:30]}{'...' if len(ref) > 30 else ''}")
     if proxy_id is not None:
         try:
             return store.get_proxy(proxy_id)
@@ -46,8 +49,13 @@ def _find_proxy(store: Store, ref: str):
 
 
 def _through(proxy_url: str, page: str, config) -> tuple[bool, str]:
-    """Fetch ``page`` through the proxy once: whether the proxy itself worked, and a line
-    saying how it went (the page may fail for reasons of its own)."""
+    """Connect to the proxy, then fetch ``page`` through it: whether the proxy itself
+    worked, and a line saying how it went (the page may fail for reasons of its own)."""
+    parts = urlsplit(proxy_url)
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=config.fetch_connect_timeout).close()
+    except OSError as exc:
+        return False, f"cannot connect to the proxy {redact(proxy_url)}: {exc.strerror or type(exc).__name__}"
     try:
         fetched = fetch(page, config, proxy=proxy_url)
     except FetchError as exc:
@@ -97,9 +105,9 @@ def cmd_proxy_remove(args, config, store) -> None:
 def cmd_proxy_test(args, config, store) -> None:
     proxy_url = _find_proxy(store, args.ref).url if parse_id(args.ref) is not None else _proxy_url(args.ref)
     page, _ = watch_url(args.page, config)
-    works, outcome = _through(proxy_url, page, config)
+    _, outcome = _through(proxy_url, page, config)
     if not outcome.startswith("ok"):
-        raise RuntimeFailure(outcome if works else f"{outcome} (the proxy itself failed)")
+        raise RuntimeFailure(outcome)
     print(outcome)
 
 
@@ -123,6 +131,8 @@ def cmd_hosts(args, config, store) -> None:
 
 def cmd_hosts_enable(args, config, store) -> None:
     host = args.host.strip().lower().rstrip(".")
+    if not host:
+        raise UsageError("give the host name to enable, as `monitor hosts` lists it")
     if not store.enable_host(host, time.time()):
         raise UsageError(f"{host} is not disabled (`monitor hosts` lists those that are)")
     try:  # running workers learn it at once; workers that start later never see the cooldown

@@ -104,6 +104,10 @@ def cmd_up(args, config, store) -> None:
             amqp.declare_with_blocking_client(config, get_logger("cli"))
         except (amqp.BrokerUnavailable, *amqp.RECOVERABLE):
             pass  # not reachable yet: the programs wait for it (and check again)
+    if stack.is_running(config):
+        print(f"stack already running (home {config.home}); changed settings such as MONITOR_WORKERS apply "
+              "after `monitor down` and `monitor up`")
+        return
     started = time.time()
     try:
         stack.up(config)
@@ -230,6 +234,7 @@ def cmd_demo(args, config, store) -> None:
         site.stop()
         if watch is not None:
             demo_store.remove_watch(watch.id)  # its site is gone; the next demo starts afresh
+        print("stopping the demo's stack...", flush=True)
         stack.down(demo)
         demo_store.close()
         print("demo stopped; its data stays in " + str(demo.home))

@@ -141,6 +141,10 @@ def cmd_watch_recheck(args, config, store) -> None:
     busy = store.make_due(ids, time.time())
     print(f"{len(ids)} watch(es) due now: the scheduler queues them within a second"
           + (f" ({busy} already being checked)" if busy else ""))
+    from monitor import stack  # (supervisord's client: imported only here)
+    if not stack.is_running(config):
+        print("monitor: warning: the stack is not running: they are checked once `monitor up` starts it",
+              file=sys.stderr)
 
 
 # --- links and alerts ---------------------------------------------------------------------

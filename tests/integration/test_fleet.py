@@ -146,7 +146,7 @@ def test_proxy_credentials_never_appear_in_logs_or_output(pipeline, proxies, rat
              message="the dead proxy recorded as failed, with its error")
     outputs = [pipeline.cli(*args) for args in (("proxy", "list"), ("workers",), ("status",), ("watch", "list"))]
     outputs.append(pipeline.cli("proxy", "test", wrong_url, "--page", origin.url("/news")))
-    assert outputs[-1].returncode == 1 and "proxy failed" in outputs[-1].stderr
+    assert outputs[-1].returncode == 1 and "cannot connect to the proxy" in outputs[-1].stderr
     texts = [out.stdout + out.stderr for out in outputs] + [p.read_text() for p in tmp_path.glob("*.log")]
     assert all(PROXY_PASSWORD not in text for text in texts)
     assert "alice:***@" in outputs[0].stdout and "bob:***@" in outputs[0].stdout
@@ -283,7 +283,7 @@ def test_a_disabled_host_says_why_and_enable_lifts_it_in_every_worker_at_once(pi
     [host] = [json.loads(line) for line in pipeline.cli("hosts", "--json").stdout.splitlines()]
     assert (host["host"], host["strikes"], host["exits"]) == ("127.0.0.1", 1, "direct") and host["worker"]
     assert host["until"] - host["since"] == 300, "one refusal costs five minutes, not two hours"
-    assert "(every exit of the pool (1) refused by the host, 1 in a row; `monitor hosts enable 127.0.0.1` lifts it)" \
+    assert "(refused the direct connection (no proxies configured), 1 in a row; `monitor hosts enable 127.0.0.1` lifts it)" \
         in pipeline.cli("watch", "list").stdout
 
     origin.new_window()

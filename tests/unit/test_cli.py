@@ -120,7 +120,7 @@ def test_add_loopback_with_allow_private(monitor: Monitor) -> None:
     (("watch", "add", "https://new.example/", "--interval", "0s"), "must be at least 1s"),
     (("watch", "add", "https://new.example/", "--interval", "99999999999999999999d"), "bad interval"),
     (("watch", "add", "https://new.example/", "--interval", "400d"), "must be at most 366d"),
-    (("watch", "add", "https://existing.example/"), "https://existing.example/ is already watched"),
+    (("watch", "add", "https://existing.example/"), "https://existing.example/ is already watched (watch 1)"),
     (("watch", "add", "HTTPS://EXISTING.example:443/#x"), "is already watched"),
     (("watch", "remove", "99"), "no watch with id 99"),
     (("watch", "remove", "https://unknown.example/"), "no watch with URL https://unknown.example/"),
@@ -160,6 +160,7 @@ def test_an_id_past_any_row_is_one_line_not_a_traceback(monitor: Monitor, argv: 
     monitor.add("https://existing.example/")
     result = monitor(*argv)
     assert_usage_error(result, "no ")
+    assert "9223372036854775808" not in result.err, "the id named is the one typed"
 
 
 @pytest.mark.parametrize("variable, value, message", [
@@ -167,7 +168,8 @@ def test_an_id_past_any_row_is_one_line_not_a_traceback(monitor: Monitor, argv: 
     ("MONITOR_AMQP_PORT", "http", "MONITOR_AMQP_PORT: 'http' is not a valid int"),
     ("MONITOR_LOG_LEVEL", "verbose", "'verbose' is not one of debug, info, warning, error"),
     ("MONITOR_WORKERS", "0", "MONITOR_WORKERS): 0 is out of range"),
-    ("MONITOR_WORKERS", "-3", "MONITOR_WORKERS: '-3' is not a valid int"),
+    ("MONITOR_WORKERS", "-3", "MONITOR_WORKERS): -3 is out of range (1 to 256)"),
+    ("MONITOR_AMQP_PORT", "-1", "MONITOR_AMQP_PORT): -1 is out of range (1 to 65535)"),
 ])
 def test_a_bad_environment_value_is_one_line_and_exit_2(monitor: Monitor, monkeypatch: pytest.MonkeyPatch,
                                                         variable: str, value: str, message: str) -> None:
@@ -180,7 +182,8 @@ def test_a_bad_environment_value_is_one_line_and_exit_2(monitor: Monitor, monkey
 
 def test_bad_numbers_in_the_settings_file_are_refused(monitor: Monitor, monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Path) -> None:
-    for line, message in (("fetch_read_timeout = nan", "is not a valid float"), ("delivery_limit = 0", "out of range")):
+    for line, message in (("fetch_read_timeout = nan", "is not a valid float"), ("delivery_limit = 0", "out of range"),
+                          ("politeness_delay = -5", "politeness_delay: -5.0 is out of range (at least 0)")):
         (tmp_path / "bad.toml").write_text(line + "\n")
         monkeypatch.setenv("MONITOR_CONFIG", str(tmp_path / "bad.toml"))
         result = monitor("watch", "list")
@@ -218,6 +221,12 @@ def test_alerts_since_bad_duration_exits_2(monitor: Monitor) -> None:
 
 
 # --- changing watches ------------------------------------------------------------------------------
+def test_a_watch_is_found_by_its_url_as_typed_or_as_stored(monitor: Monitor) -> None:
+    monitor.add("HTTPS://News.Example:443/#top")
+    for ref in ("https://news.example/", "HTTPS://NEWS.example", "1"):
+        assert monitor("watch", "disable", ref).out == "watch 1 disabled\n", ref
+
+
 def test_disable_enable_set_and_remove(monitor: Monitor) -> None:
     monitor.add("https://news.example/")
     assert monitor("watch", "disable", "1").out == "watch 1 disabled\n"
