@@ -20,7 +20,8 @@ goes to ``dead_letter``; a task is held, not requeued, while the stores are unav
 an outbox record that fails ``QUARANTINE_AFTER`` times is moved to ``dead_letter`` (origin
 ``outbox``), so it never blocks the records behind it.
 The first successful check of a watch is its baseline: links recorded, no alerts. A
-``not_modified`` task (304, or the same body as last time) touches no link.
+``not_modified`` task (304, or the same body as last time) touches no link. A new link the
+watch's filter rules hold back (:mod:`monitor.filters`) is recorded without an alert.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ import time
 
 import plyvel
 
-from monitor import amqp
+from monitor import amqp, filters
 from monitor import config as configuration
 from monitor.homekey import HomeKey
 from monitor.linkindex import LinkIndex
@@ -74,6 +75,8 @@ class Processor:
         self.log = get_logger("processor")
         self.outbox_dirty = True  # drain before the first group: a crash may have left records
         self.attempts: dict[bytes, int] = {}  # failed attempts per outbox record
+        self.rules: list[filters.Rule] = []  # the filters' rules, read again when they change
+        self.rules_signature: tuple | None = None
 
     def handle(self, task: Task) -> int:
         """Make one task's effects durable; return the number of alerts raised."""
@@ -91,19 +94,20 @@ class Processor:
             if task.id not in watches:
                 self.log.info("task for a removed watch dropped", watch_id=task.id, url=redact(task.base_url))
                 continue
-            url, newest = watches[task.id]  # the URL from the store: a task's baseUrl is not trusted
+            url, newest, tag = watches[task.id]  # the URL from the store: a task's baseUrl is not trusted
             if None not in (task.fetched_at, newest) and task.fetched_at < newest:
                 # A timed-out job's late result, or a replayed dead letter: the watch has a newer one.
                 self.log.info("stale result dropped", watch_id=task.id, fetched_at=task.fetched_at, newer=newest)
                 continue
-            watches[task.id] = (url, task.fetched_at if task.fetched_at is not None else newest)
-            new, baseline = [], False
+            watches[task.id] = (url, task.fetched_at if task.fetched_at is not None else newest, tag)
+            new, baseline, held_back = [], False, set()
             if task.status == "ok":
                 baseline = task.id not in baselines and not self.index.is_baselined(task.id)
                 if baseline:
                     baselines.add(task.id)
                 new, written = self.index.new_links(task.id, self._normalised_links(task), pending)
                 entries.update(written)
+                held_back = self._held_back(task.id, tag, url, new) if new and not baseline else set()
             validators = None if task.status in ("error", "skipped") else \
                 [task.etag, task.last_modified, task.content_hash]
             checks.append({
@@ -111,12 +115,26 @@ class Processor:
                 "status": _status(task), "outcome": _outcome(task), "validators": validators,
                 "http_status": task.http_status, "elapsed_ms": task.elapsed_ms,
                 "links": [{"url": link.url, "text": link.text, "code": link.code,
-                           "alert_id": None if baseline else link.alert_id} for link in new],
+                           "alert_id": None if baseline or link.url in held_back else link.alert_id} for link in new],
             })
         if not checks:
             return 0
         key = self.index.commit(entries, baselines, {"checks": checks})
         return self.apply(key, {"checks": checks}, recovering=False)
+
+    def _held_back(self, watch_id: int, tag: str | None, page_url: str, new: list) -> set[str]:
+        """The URLs of new links the watch's rules keep from alerting (recorded all the same)."""
+        signature = self.store.filters_signature()
+        if signature != self.rules_signature:  # a rule added or removed applies from the next link on
+            self.rules, self.rules_signature = self.store.list_filters(), signature
+        link_filter = filters.for_watch(self.rules, watch_id, tag, page_url)
+        if not link_filter:
+            return set()
+        held = {link.url: reason for link in new if (reason := link_filter.held_back(link.url, link.text))}
+        if held:
+            self.log.info("alerts held back by filters", watch_id=watch_id, links=len(held),
+                          first=next(iter(held.values())))
+        return set(held)
 
     @staticmethod
     def _normalised_links(task: Task) -> list[tuple[str, str]]:

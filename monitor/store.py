@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from monitor.filters import Rule
 from monitor.urls import redact
 
 MAX_ID = 2**63 - 1  # SQLite's largest INTEGER: no row has a larger id
@@ -295,14 +296,14 @@ class Store:
             conn.execute("UPDATE watches SET next_due = ? WHERE id = ?", (first_due(watch_id, interval_s, now), watch_id))
         return self.get_watch(watch_id)
 
-    def last_fetched(self, watch_ids: set[int]) -> dict[int, tuple[str, float | None]]:
-        """For those of ``watch_ids`` still on the watch list: their URL, and when the page
-        behind their last applied result was fetched (None: never, or not known)."""
+    def last_fetched(self, watch_ids: set[int]) -> dict[int, tuple[str, float | None, str | None]]:
+        """For those of ``watch_ids`` still on the watch list: their URL, when the page behind
+        their last applied result was fetched (None: never, or not known), and their tag."""
         ids = list(watch_ids)
         if not ids:
             return {}
-        return {row[0]: (row[1], row[2]) for row in self.conn.execute(
-            f"SELECT id, url, last_fetched_at FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids)}
+        return {row[0]: (row[1], row[2], row[3]) for row in self.conn.execute(
+            f"SELECT id, url, last_fetched_at, tag FROM watches WHERE id IN ({','.join('?' * len(ids))})", ids)}
 
     def get_watch(self, watch_id: int) -> Watch:
         row = None if watch_id > MAX_ID else \
@@ -662,6 +663,24 @@ class Store:
     def cooldowns(self, now: float) -> dict[str, float]:
         """Hosts disabled at ``now``: ``{host: until}``."""
         return dict(self.conn.execute("SELECT host, until FROM host_cooldowns WHERE until > ?", (now,)).fetchall())
+
+    # --- rules that hold back alerts (monitor/filters.py) ---------------------------------
+    def add_filter(self, rule: str, pattern: str, watch_id: int | None, tag: str | None, now: float) -> int:
+        with self.transaction() as conn:
+            return conn.execute("INSERT INTO filters (rule, pattern, watch_id, tag, created_at) VALUES (?, ?, ?, ?, ?)",
+                                (rule, pattern, watch_id, tag, now)).lastrowid
+
+    def list_filters(self) -> list[Rule]:
+        return [Rule(*row) for row in self.conn.execute("SELECT id, rule, pattern, watch_id, tag FROM filters ORDER BY id")]
+
+    def filters_signature(self) -> tuple:
+        """Changes whenever a rule is added or removed (rules are never edited in place)."""
+        return self.conn.execute("SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(SUM(id), 0) FROM filters").fetchone()
+
+    def remove_filter(self, filter_id: int) -> None:
+        with self.transaction() as conn:
+            if conn.execute("DELETE FROM filters WHERE id = ?", (min(filter_id, MAX_ID),)).rowcount == 0:
+                raise NotFound(f"no filter with id {filter_id}")
 
     # --- alert sinks and deliveries (the notifier's side; see migrations/0009_sinks.sql) ------
     def add_sink(self, name: str, kind: str, target: str, options: dict, watch_id: int | None, tag: str | None,

@@ -130,6 +130,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sink", metavar="NAME")
     p.set_defaults(func=_lazy("sinks", "cmd_alerts_retry"))
 
+    rules = sub.add_parser("filter", help="rules that hold back alerts: keywords, URL patterns, same site").add_subparsers(
+        dest="command", required=True, metavar="ACTION")
+    p = rules.add_parser("add", help="add a rule (held-back links are still recorded, never alerted later)")
+    p.add_argument("rule", choices=["include", "exclude", "url-allow", "url-deny", "same-site"])
+    p.add_argument("pattern", nargs="?", metavar="PATTERN", help="words, or /a regular expression/ (case-insensitive)")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--watch", metavar="ID|URL", help="for this watch only")
+    scope.add_argument("--tag", help="for the watches with this tag")
+    p.set_defaults(func=_lazy("filters", "cmd_filter_add"))
+    p = rules.add_parser("list", help="the rules")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_lazy("filters", "cmd_filter_list"))
+    p = rules.add_parser("remove", help="remove a rule")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(func=_lazy("filters", "cmd_filter_remove"))
+
     sink = sub.add_parser("sink", help="where alerts are delivered: webhook, e-mail, Apprise").add_subparsers(
         dest="command", required=True, metavar="ACTION")
     p = sink.add_parser("add", help="deliver alerts to a channel (`monitor sink kinds` explains each KIND and TARGET)")

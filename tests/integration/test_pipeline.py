@@ -212,3 +212,48 @@ def test_a_worker_with_the_readmes_restricted_broker_user_checks_pages(pipeline,
             forbidden(connection.channel())
         assert refused.value.reply_code == 403
     connection.close()
+
+
+def test_filters_hold_back_alerts_but_record_the_links_so_changing_them_never_floods(pipeline, site):
+    url = site.add_page("/", INITIAL)
+    watch_id = _add_watch(pipeline, url)
+    for rule in (("include", "election"), ("exclude", "/\\bsports?\\b/"), ("same-site",)):
+        assert pipeline.cli("filter", "add", *rule, "--watch", str(watch_id)).returncode == 0
+    pipeline.processor()
+    pipeline.worker()
+    pipeline.publish_job(watch_id)
+    wait_for(lambda: pipeline.watch(watch_id).last_status == "ok", timeout=60, message="the baseline")
+
+    site.publish("/", "/election-results", "Election results")
+    site.publish("/", "/weather", "Weather")
+    site.publish("/", "/election-sports-day", "Election sports day")
+    site.publish("/", "https://elsewhere.example/election", "Election elsewhere")
+    _wait_checks_now(pipeline, watch_id)
+    assert [alert["url"] for alert in pipeline.alert_lines()] == [site.url("/election-results")]
+    known = pipeline.cli("links", str(watch_id)).stdout
+    assert all(path in known for path in ("/weather", "/election-sports-day", "elsewhere.example")), \
+        "held-back links are recorded"
+
+    for rule in json_lines(pipeline.cli("filter", "list", "--json").stdout):
+        assert pipeline.cli("filter", "remove", str(rule["id"])).returncode == 0
+    site.publish("/", "/new-after", "Anything at all")
+    wait_for(lambda: _checked_alerting(pipeline, watch_id, site.url("/new-after")), timeout=60,
+             message="the next new link alerted once the rules are gone")
+    assert sorted(alert["url"] for alert in pipeline.alert_lines()) == [site.url("/election-results"),
+                                                                         site.url("/new-after")]
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _wait_checks_now(pipeline, watch_id: int) -> None:
+    before = pipeline.checks_done(watch_id)
+    pipeline.publish_job(watch_id)
+    wait_for(lambda: pipeline.checks_done(watch_id) > before, timeout=60, message="the check")
+
+
+def _checked_alerting(pipeline, watch_id: int, url: str) -> bool:
+    """Check the watch once more; whether ``url`` has been alerted by now."""
+    _wait_checks_now(pipeline, watch_id)
+    return url in [alert["url"] for alert in pipeline.alert_lines()]
