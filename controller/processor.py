@@ -40,7 +40,7 @@ from monitor.log import describe, get_logger
 from monitor.messages import Alert, InvalidMessage, Task
 from monitor.sinks import Sink, build_sinks
 from monitor.store import CheckResult, LinkRecord, Store, Validators, open_store
-from monitor.urls import BadURL, normalize, redact
+from monitor.urls import BadURL, comparable, normalize, redact
 
 GROUP_WAIT = 0.05  # seconds a group waits for more tasks once the queue goes quiet
 # Errors of the stores or the disk, not of the task in hand: wait for them to pass.
@@ -137,13 +137,15 @@ class Processor:
         return set(held)
 
     @staticmethod
-    def _normalised_links(task: Task) -> list[tuple[str, str]]:
+    def _normalised_links(task: Task) -> list[tuple[str, str, str]]:
+        """``(comparable url, text, normalised url)`` of each valid link (see LinkIndex.new_links)."""
         links = []
         for link in task.context:
             try:
-                links.append((normalize(link["url"]), link["text"]))
+                normal = normalize(link["url"])
             except BadURL:
                 continue
+            links.append((comparable(normal), link["text"], normal))
         return links
 
     def apply(self, key: bytes, record: dict, recovering: bool) -> int:

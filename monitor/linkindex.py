@@ -68,30 +68,42 @@ class LinkIndex:
     def is_baselined(self, watch_id: int) -> bool:
         return self.db.get(b"B%d" % watch_id) is not None
 
-    def new_links(self, watch_id: int, links: list[tuple[str, str]],
+    def new_links(self, watch_id: int, links: list[tuple[str, str, str]],
                   pending: dict[bytes, list] | None = None) -> tuple[list[NewLink], dict[bytes, list]]:
-        """The links (``(normalised url, text)``) never seen for this watch, and the index
-        entries to write for them. Nothing is written here: see :meth:`commit`.
+        """The links never seen for this watch, and the index entries to write for them.
+        Nothing is written here: see :meth:`commit`.
 
+        Each link is ``(url, text, former)``: ``url`` in the form links are compared in
+        (:func:`monitor.urls.comparable`), ``former`` as it was remembered before that form
+        existed (:func:`monitor.urls.normalize`). A link known under its former form is not
+        new; it is remembered under the new one from then on, so an upgrade alerts nothing.
         ``pending`` holds the entries of earlier tasks of the same group, not written yet:
         a link one of them found is not new again (it is updated in place)."""
         pending = {} if pending is None else pending
         modified: set[bytes] = set()
         found: list[NewLink] = []
         now = time.time()
-        for url, text in links:
-            code = self.shorten(url)
-            key = b"L%d:%s" % (watch_id, code.encode("ascii"))
-            if key not in pending:
-                stored = self.db.get(key)
-                pending[key] = json.loads(stored) if stored else []
-            entries = pending[key]
+        for url, text, former in links:
+            code, key, entries = self._entries(watch_id, url, pending)
             if any(entry[0] == url for entry in entries):
                 continue
-            found.append(NewLink(url, text, code, alert_id(watch_id, code, len(entries))))
+            if former == url or not self._known(watch_id, former, pending):
+                found.append(NewLink(url, text, code, alert_id(watch_id, code, len(entries))))
             entries.append([url, now])
             modified.add(key)
         return found, {key: pending[key] for key in modified}
+
+    def _entries(self, watch_id: int, url: str, pending: dict[bytes, list]) -> tuple[str, bytes, list]:
+        """``url``'s code, its key and the entries under it (read once per group)."""
+        code = self.shorten(url)
+        key = b"L%d:%s" % (watch_id, code.encode("ascii"))
+        if key not in pending:
+            stored = self.db.get(key)
+            pending[key] = json.loads(stored) if stored else []
+        return code, key, pending[key]
+
+    def _known(self, watch_id: int, url: str, pending: dict[bytes, list]) -> bool:
+        return any(entry[0] == url for entry in self._entries(watch_id, url, pending)[2])
 
     def commit(self, entries: dict[bytes, list], baselines: set[int], outbox_record: dict) -> bytes:
         """Write index entries, the baseline markers and the outbox record in one synced batch;

@@ -106,6 +106,31 @@ def normalize(url: str) -> str:
         raise BadURL(f"{url[:200]!r} is not a valid URL: {exc}") from None
 
 
+# Query parameters that only say where a click came from: dropped when links are compared,
+# so a link shared with them is the link without them.
+TRACKING_PARAMS = frozenset({
+    "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "igshid", "mc_cid", "mc_eid",
+    "_ga", "_gl", "mkt_tok", "_hsenc", "_hsmi", "__hstc", "__hssc", "__hsfp", "oly_anon_id", "oly_enc_id", "vero_id",
+})
+
+
+def _tracking(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in TRACKING_PARAMS or lowered.startswith("utm_")
+
+
+def comparable(normal: str) -> str:
+    """The form of a :func:`normalize`\\ d URL under which links are compared and remembered:
+    tracking parameters (``utm_*``, ``fbclid``, ``gclid`` ...) dropped and the other query
+    parameters sorted (``?b=2&a=1`` and ``?a=1&b=2`` are one link). Without a query it is
+    the URL itself."""
+    base, sep, query = normal.partition("?")
+    if not sep:
+        return normal
+    kept = sorted(part for part in query.split("&") if part and not _tracking(part.partition("=")[0]))
+    return f"{base}?{'&'.join(kept)}" if kept else base
+
+
 def _canonical(url: str) -> str:
     """:func:`normalize` the long way, for URLs not already in normal form."""
     parts = urlsplit(url.strip())

@@ -257,3 +257,19 @@ def _checked_alerting(pipeline, watch_id: int, url: str) -> bool:
     """Check the watch once more; whether ``url`` has been alerted by now."""
     _wait_checks_now(pipeline, watch_id)
     return url in [alert["url"] for alert in pipeline.alert_lines()]
+
+
+def test_links_whose_tracking_parameters_change_every_check_alert_nothing(pipeline, site):
+    def links(check: int) -> list[tuple[str, str]]:
+        return [(f"/story/{n}?utm_source=home&utm_content=slot{check}-{n}&fbclid={check}", f"Story {n}") for n in range(5)]
+    url = site.add_page("/", links(0))
+    watch_id = _add_watch(pipeline, url)
+    pipeline.processor()
+    pipeline.worker()
+    for check in range(3):
+        site.add_page("/", links(check))
+        _wait_checks_now(pipeline, watch_id)
+    assert pipeline.alert_lines() == []
+    site.publish("/", "/story/new?utm_source=home", "New story")
+    _wait_checks_now(pipeline, watch_id)
+    assert [alert["url"] for alert in pipeline.alert_lines()] == [site.url("/story/new")]

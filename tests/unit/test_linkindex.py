@@ -499,3 +499,28 @@ def test_a_removed_watchs_index_entries_are_deleted(processor: Processor, store:
     assert not [key for key in keys if key.startswith((b"L%d:" % watch.id, b"B%d" % watch.id))]
     assert [key for key in keys if key.startswith(b"L%d:" % other.id)] and index.is_baselined(other.id)
     assert store.removed_watches() == []
+
+
+# --- comparable URLs: tracking parameters and parameter order -------------------------------------
+def test_a_link_shared_with_tracking_parameters_or_reordered_is_the_same_link(processor, watch, jsonl) -> None:
+    processor.handle(ok_task(watch, "story?id=7&page=2"))  # the baseline
+    processor.handle(ok_task(watch, "story?page=2&id=7&utm_source=tw&fbclid=abc", "story?utm_medium=x&id=7&page=2"))
+    assert jsonl_alerts(jsonl) == []
+    processor.handle(ok_task(watch, "story?id=8&utm_campaign=spring"))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "story?id=8"], "alerted without the tracking"
+
+
+def test_upgrading_to_comparable_urls_makes_no_known_link_new(store, open_index, tmp_path, watch) -> None:
+    """An index written before comparable URLs holds links in their former (normalised) form."""
+    before = open_index("upgraded")
+    former = [(url, url.upper(), url) for url in (HOME + "a?b=2&a=1", HOME + "news?utm_source=rss&id=3")]
+    found, entries = before.new_links(watch.id, former)
+    before.commit(entries, {watch.id}, {"checks": []})
+    before.close()
+
+    jsonl = JsonLinesSink(tmp_path / "after.jsonl")
+    processor = Processor(store, open_index("upgraded"), [jsonl])
+    processor.handle(ok_task(watch, "a?b=2&a=1", "news?utm_source=rss&id=3", "news?id=4"))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "news?id=4"]
+    processor.handle(ok_task(watch, "a?a=1&b=2", "news?id=3"))
+    assert len(jsonl_alerts(jsonl)) == 1, "the links are remembered in their new form too"

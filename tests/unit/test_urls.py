@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.urls import BadURL, check_public, is_link_local, is_public_address, normalize, redact, validate_watch_url
+from monitor.urls import (BadURL, check_public, comparable, is_link_local, is_public_address, normalize, redact,
+                         validate_watch_url)
 
 
 # --- normalize ---------------------------------------------------------------------------
@@ -167,3 +168,14 @@ def test_redact_keeps_a_password_containing_at_sign_hidden() -> None:
 @pytest.mark.parametrize("url", ["https://example.com/a", "https://alice@example.com/"])
 def test_redact_leaves_urls_without_password_alone(url: str) -> None:
     assert redact(url) == url
+
+
+@pytest.mark.parametrize("normal, expected", [
+    ("https://n.example/a", "https://n.example/a"),
+    ("https://n.example/a?b=2&a=1", "https://n.example/a?a=1&b=2"),
+    ("https://n.example/a?utm_source=x&UTM_Medium=y&fbclid=1&gclid=2&mc_cid=3&id=9", "https://n.example/a?id=9"),
+    ("https://n.example/a?utm_source=x", "https://n.example/a"),
+    ("https://n.example/a?ref=home&x", "https://n.example/a?ref=home&x"),
+])
+def test_comparable_drops_tracking_parameters_and_sorts_the_rest(normal: str, expected: str) -> None:
+    assert comparable(normal) == expected
