@@ -12,7 +12,8 @@ Twice a second it:
 2. for each sink with no send in flight and alerts due, starts one send of up to its
    channel's ``batch`` alerts in a thread of its own: a slow or failing sink delays
    nobody else;
-3. rewrites the feeds of the watches and tags that have new alerts.
+3. at most every ``FEED_EVERY`` seconds, rewrites the feeds of the watches and tags that
+   have new alerts.
 
 A send is recorded only after it returns, so a crash in between sends it again: each
 alert reaches each sink at least once (receivers drop duplicates by ``alert_id``) and is
@@ -34,6 +35,9 @@ from monitor.store import Store, open_store
 
 POLL = 0.5  # seconds between rounds
 SENDERS = 16  # sinks sending at once
+# Seconds between feed rewrites: a burst of alerts (hundreds of pages changing in one round)
+# is written once, not once per poll, and leaves the CPU to the checks meanwhile.
+FEED_EVERY = 10.0
 
 
 class Notifier:
@@ -45,6 +49,7 @@ class Notifier:
         self.channels: dict[str, tuple[str, Channel]] = {}  # sink name -> (its definition, its channel)
         self.sending: dict[str, tuple[Future, list[str]]] = {}  # sink name -> (send, alert ids)
         self.feeds_at = -1  # the newest alert rowid the feeds include (-1: write them all at start)
+        self.feeds_written_at = 0.0
 
     def round(self, now: float) -> None:
         """One round: record finished sends, start due ones, refresh the feeds."""
@@ -96,13 +101,15 @@ class Notifier:
         return cached[1]
 
     def refresh_feeds(self, now: float) -> None:
+        if now - self.feeds_written_at < FEED_EVERY:
+            return
         newest, watch_ids, tags = self.store.alerts_since(max(self.feeds_at, 0))
         if self.feeds_at >= 0 and newest == self.feeds_at:
             return
         if self.feeds_at < 0:  # at start: every feed, whatever happened while this process was down
             _, watch_ids, tags = self.store.alerts_since(0)
         written = write_feeds(self.store, self.config.feeds_dir, watch_ids, tags, now)
-        self.feeds_at = newest
+        self.feeds_at, self.feeds_written_at = newest, now
         self.log.info("feeds written", feeds=written)
 
     def run(self, stop: threading.Event) -> None:

@@ -153,7 +153,8 @@ def test_sinks_for_a_watch_or_a_tag_get_only_theirs_and_feeds_are_valid_atom(pip
     assert for_tag.alerts()[0]["watch_id"] == two and for_tag.alerts()[0]["tag"] == "sport"
 
     feeds = pipeline.config.feeds_dir
-    wait_for(lambda: len(feedparser.parse(str(feeds / "all.atom")).entries) == 2, timeout=10, message="the global feed")
+    wait_for(lambda: len(feedparser.parse(str(feeds / "all.atom")).entries) == 2, timeout=40,
+             message="the global feed (rewritten every 10 s at most)")
     for name, url in ((f"watch-{one}.atom", site.url("/one/news")), ("tag-sport.atom", site.url("/two/news"))):
         feed = feedparser.parse(str(feeds / name))
         assert not feed.bozo, feed.bozo_exception
