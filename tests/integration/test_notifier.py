@@ -39,6 +39,19 @@ def _check(pipeline, watch_id: int) -> None:
     wait_for(lambda: pipeline.checks_done(watch_id) > before, timeout=60, message="the check")
 
 
+def _new_links_alerted(pipeline, site, *stories: tuple[str, str]) -> None:
+    """Start the processor, the notifier and a worker; watch a page (its baseline), publish
+    ``(path, text)`` stories on it and check it again."""
+    pipeline.processor()
+    pipeline.notifier()
+    pipeline.worker()
+    watch_id = _watch(pipeline, site.add_page("/", INITIAL))
+    _check(pipeline, watch_id)
+    for path, text in stories:
+        site.publish("/", path, text)
+    _check(pipeline, watch_id)
+
+
 def _sinks(pipeline) -> dict[str, dict]:
     return {row["name"]: row for row in map(json.loads, pipeline.cli("sink", "list", "--json").stdout.splitlines())}
 
@@ -53,14 +66,7 @@ def test_a_webhook_that_fails_at_first_gets_every_alert_signed_and_the_sink_list
     added = pipeline.cli("sink", "add", "webhook", hook.url, "--name", "hook", "--secret", "s3cret",
                          "--header", "X-Team: news")
     assert added.returncode == 0, added.stderr
-    pipeline.processor()
-    pipeline.notifier()
-    pipeline.worker()
-    watch_id = _watch(pipeline, site.add_page("/", INITIAL))
-    _check(pipeline, watch_id)  # the baseline: no alert
-    for n in range(3):
-        site.publish("/", f"/new{n}", f"New story {n}")
-    _check(pipeline, watch_id)
+    _new_links_alerted(pipeline, site, *((f"/new{n}", f"New story {n}") for n in range(3)))
 
     wait_for(lambda: len(hook.alerts()) == 3, timeout=30, message="the three alerts at the webhook")
     assert {alert["url"] for alert in hook.alerts()} == {site.url(f"/new{n}") for n in range(3)}
@@ -81,14 +87,7 @@ def test_each_alert_is_a_mail_and_apprise_reaches_its_json_endpoint(pipeline, si
     assert pipeline.cli("sink", "add", "email", mail_target, "--name", "mail").returncode == 0
     apprise_target = relay.url.replace("http://", "json://")
     assert pipeline.cli("sink", "add", "apprise", apprise_target, "--name", "chat").returncode == 0
-    pipeline.processor()
-    pipeline.notifier()
-    pipeline.worker()
-    watch_id = _watch(pipeline, site.add_page("/", INITIAL))
-    _check(pipeline, watch_id)
-    site.publish("/", "/scoop", "A scoop")
-    site.publish("/", "/follow-up", "A follow-up")
-    _check(pipeline, watch_id)
+    _new_links_alerted(pipeline, site, ("/scoop", "A scoop"), ("/follow-up", "A follow-up"))
 
     wait_for(lambda: len(smtp.messages) == 2, timeout=30, message="two mails")
     assert sorted(mail["Subject"] for mail in smtp.messages) == ["A follow-up", "A scoop"]
@@ -109,13 +108,7 @@ def test_a_sink_down_for_long_gives_up_visibly_and_retry_delivers(pipeline, site
     pipeline.configure(**FAST_RETRIES)
     assert pipeline.cli("sink", "add", "webhook", hook.url, "--name", "down").returncode == 0
     assert pipeline.cli("sink", "add", "webhook", other.url, "--name", "up").returncode == 0
-    pipeline.processor()
-    pipeline.notifier()
-    pipeline.worker()
-    watch_id = _watch(pipeline, site.add_page("/", INITIAL))
-    _check(pipeline, watch_id)
-    site.publish("/", "/c", "Third story")
-    _check(pipeline, watch_id)
+    _new_links_alerted(pipeline, site, ("/c", "Third story"))
 
     wait_for(lambda: len(other.alerts()) == 1, timeout=30, message="the healthy sink served at once")
     wait_for(lambda: _sinks(pipeline)["down"]["failed"] == 1, timeout=30, message="the failing sink giving up")
