@@ -21,7 +21,9 @@ an outbox record that fails ``QUARANTINE_AFTER`` times is moved to ``dead_letter
 ``outbox``), so it never blocks the records behind it.
 The first successful check of a watch is its baseline: links recorded, no alerts. A
 ``not_modified`` task (304, or the same body as last time) touches no link. A new link the
-watch's filter rules hold back (:mod:`monitor.filters`) is recorded without an alert.
+watch's filter rules hold back (:mod:`monitor.filters`) is recorded without an alert. When
+most of a page's links are new at once (:class:`LayoutRule`), they are adopted silently and
+one "layout changed" alert, about the page itself, says so.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import json
 import sqlite3
 import threading
 import time
+from dataclasses import dataclass
 
 import plyvel
 
@@ -63,8 +66,17 @@ def _outcome(task: Task) -> str:
     return f"not_modified_{task.not_modified_by}" if task.status == "not_modified" else task.status
 
 
+@dataclass(frozen=True)
+class LayoutRule:
+    """When a check finds at least ``min_links`` new links and more than ``fraction`` of the
+    page's links new, the page changed (a redesign, a move to https), not its news."""
+    fraction: float = 0.5
+    min_links: int = 20
+
+
 class Processor:
-    def __init__(self, store: Store, index: LinkIndex, sinks: list[Sink], stop: threading.Event | None = None) -> None:
+    def __init__(self, store: Store, index: LinkIndex, sinks: list[Sink], stop: threading.Event | None = None,
+                 layout: "LayoutRule | None" = None) -> None:
         # An outbox record is deleted (synced) right after its SQLite commit: that commit
         # must be on disk by then, or a power cut loses links and alerts for good.
         store.make_durable()
@@ -75,6 +87,7 @@ class Processor:
         self.log = get_logger("processor")
         self.outbox_dirty = True  # drain before the first group: a crash may have left records
         self.attempts: dict[bytes, int] = {}  # failed attempts per outbox record
+        self.layout = layout or LayoutRule()
         self.rules: list[filters.Rule] = []  # the filters' rules, read again when they change
         self.rules_signature: tuple | None = None
 
@@ -100,7 +113,7 @@ class Processor:
                 self.log.info("stale result dropped", watch_id=task.id, fetched_at=task.fetched_at, newer=newest)
                 continue
             watches[task.id] = (url, task.fetched_at if task.fetched_at is not None else newest, tag)
-            new, baseline, held_back = [], False, set()
+            new, baseline, held_back, notice = [], False, set(), None
             if task.status == "ok":
                 baseline = task.id not in baselines and not self.index.is_baselined(task.id)
                 if baseline:
@@ -108,6 +121,14 @@ class Processor:
                 new, written = self.index.new_links(task.id, self._normalised_links(task), pending)
                 entries.update(written)
                 held_back = self._held_back(task.id, tag, url, new) if new and not baseline else set()
+                if not baseline and self._layout_changed(len(new), len(task.context)):
+                    # A redesign or a move to https renews most links at once: one alert says
+                    # so, and the new links are adopted silently.
+                    held_back = {link.url for link in new}
+                    notice = (f"{task.id}-layout-{int(checked_at)}",
+                              f"layout changed: {len(new)} of {len(task.context)} links are new at once "
+                              "(adopted without an alert each)")
+                    self.log.warning("layout changed", watch_id=task.id, new=len(new), links=len(task.context))
             validators = None if task.status in ("error", "skipped") else \
                 [task.etag, task.last_modified, task.content_hash]
             checks.append({
@@ -116,11 +137,16 @@ class Processor:
                 "http_status": task.http_status, "elapsed_ms": task.elapsed_ms,
                 "links": [{"url": link.url, "text": link.text, "code": link.code,
                            "alert_id": None if baseline or link.url in held_back else link.alert_id} for link in new],
+                "notice": notice,
             })
         if not checks:
             return 0
         key = self.index.commit(entries, baselines, {"checks": checks})
         return self.apply(key, {"checks": checks}, recovering=False)
+
+    def _layout_changed(self, new: int, links: int) -> bool:
+        """Whether so many of a page's links are new at once that the page changed, not its news."""
+        return new >= self.layout.min_links and new > self.layout.fraction * links
 
     def _held_back(self, watch_id: int, tag: str | None, page_url: str, new: list) -> set[str]:
         """The URLs of new links the watch's rules keep from alerting (recorded all the same)."""
@@ -161,10 +187,14 @@ class Processor:
                 links=[LinkRecord(link["url"], link["text"], link["code"], checked_at) for link in check["links"]],
                 alert_ids={link["url"]: link["alert_id"] for link in check["links"] if link["alert_id"]},
                 outcome=check.get("outcome", "ok"), validators=None if validators is None else Validators(*validators),
-                fetched_at=check.get("fetched_at"),
+                fetched_at=check.get("fetched_at"), notice=tuple(check["notice"]) if check.get("notice") else None,
             ))
             alerts.extend(Alert(link["alert_id"], check["watch_id"], redact(check["base_url"]), link["url"], link["text"],
                                 checked_at) for link in check["links"] if link["alert_id"])
+            if check.get("notice"):
+                alert_id, text = check["notice"]
+                alerts.append(Alert(alert_id, check["watch_id"], redact(check["base_url"]), redact(check["base_url"]),
+                                    text, checked_at))
         applied = self.store.record_results(results)
         # A record replayed after its watch was removed (or a stale one) alerts nobody.
         alerts = [alert for alert in alerts if alert.watch_id in applied]
@@ -330,7 +360,8 @@ def main() -> None:
     stop = amqp.stop_on_signals()
     store = open_store(config.db_path)
     index = LinkIndex(config.leveldb_path)
-    processor = Processor(store, index, build_sinks(config), stop)
+    processor = Processor(store, index, build_sinks(config), stop,
+                          LayoutRule(config.layout_change_fraction, config.layout_change_min_links))
     try:
         processor.drain_outbox()  # before consuming: alerts a crash left half-delivered go out first
     except INFRASTRUCTURE as exc:

@@ -57,6 +57,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "sink_retry_first": (0.01, 86400),
     "sink_retry_max": (0.01, 7 * 86400),
     "sink_max_attempts": (1, 1000),
+    "layout_change_fraction": (0.01, 1.0),
+    "layout_change_min_links": (1, 1_000_000),
 }
 
 
@@ -102,6 +104,10 @@ class Config:
     sink_retry_first: float = 30.0
     sink_retry_max: float = 3600.0
     sink_max_attempts: int = 10
+    # At least layout_change_min_links new links, and more than layout_change_fraction of
+    # the page's: the page was redesigned; one "layout changed" alert instead of one each.
+    layout_change_fraction: float = 0.5
+    layout_change_min_links: int = 20
 
     # --- paths derived from home -------------------------------------------------
     @property

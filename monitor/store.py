@@ -154,6 +154,11 @@ class CheckResult:
     outcome: str = "ok"  # one of OUTCOMES
     validators: Validators | None = None  # None: keep the watch's (a failed check says nothing)
     fetched_at: float | None = None  # when the worker fetched the page (None: not known)
+    notice: tuple[str, str] | None = None  # (alert id, text): one alert about the page itself
+
+
+def url_of_watch(conn: sqlite3.Connection, watch_id: int) -> str:
+    return conn.execute("SELECT url FROM watches WHERE id = ?", (watch_id,)).fetchone()[0]
 
 
 def phase(watch_id: int, interval_s: int) -> int:
@@ -434,10 +439,14 @@ class Store:
         new_links = conn.executemany(
             "INSERT OR IGNORE INTO links (watch_id, url, text, code, first_seen) VALUES (?, ?, ?, ?, ?)",
             [(result.watch_id, link.url, link.text, link.code, link.first_seen) for link in result.links]).rowcount
+        alerts = [(result.alert_ids[link.url], result.watch_id, link.url, link.text, link.first_seen)
+                  for link in result.links if link.url in result.alert_ids]
+        if result.notice is not None:
+            alerts.append((result.notice[0], result.watch_id, redact(url_of_watch(conn, result.watch_id)),
+                           result.notice[1], result.checked_at))
         new_alerts = conn.executemany(
             "INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
-            [(result.alert_ids[link.url], result.watch_id, link.url, link.text, link.first_seen)
-             for link in result.links if link.url in result.alert_ids]).rowcount
+            alerts).rowcount
         conn.execute("""
             UPDATE watches SET last_check = :checked, last_status = :status, last_http_status = :http,
                    last_elapsed_ms = :elapsed, in_flight_since = NULL, next_due = :due,

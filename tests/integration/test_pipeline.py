@@ -273,3 +273,18 @@ def test_links_whose_tracking_parameters_change_every_check_alert_nothing(pipeli
     site.publish("/", "/story/new?utm_source=home", "New story")
     _wait_checks_now(pipeline, watch_id)
     assert [alert["url"] for alert in pipeline.alert_lines()] == [site.url("/story/new")]
+
+
+def test_a_redesign_sends_exactly_one_alert(pipeline, site):
+    url = site.add_page("/", [(f"/old/{n}", f"Old {n}") for n in range(25)])
+    watch_id = _add_watch(pipeline, url)
+    pipeline.processor()
+    pipeline.worker()
+    _wait_checks_now(pipeline, watch_id)
+    site.add_page("/", [(f"/new/{n}", f"New {n}") for n in range(30)])  # every link renewed
+    _wait_checks_now(pipeline, watch_id)
+    [alert] = pipeline.alert_lines()
+    assert alert["text"].startswith("layout changed: 30 of 30 links are new at once") and alert["url"] == url
+    site.publish("/", "/new/30", "A real story")
+    _wait_checks_now(pipeline, watch_id)
+    assert [a["url"] for a in pipeline.alert_lines()][1:] == [site.url("/new/30")]

@@ -524,3 +524,23 @@ def test_upgrading_to_comparable_urls_makes_no_known_link_new(store, open_index,
     assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "news?id=4"]
     processor.handle(ok_task(watch, "a?a=1&b=2", "news?id=3"))
     assert len(jsonl_alerts(jsonl)) == 1, "the links are remembered in their new form too"
+
+
+# --- a redesign is one alert ------------------------------------------------------------------------
+def test_a_redesign_is_one_layout_alert_and_its_links_are_adopted_silently(processor, watch, jsonl, store) -> None:
+    old = [f"old/{n}" for n in range(30)]
+    processor.handle(ok_task(watch, *old))  # the baseline
+    new = [f"2026/{n}" for n in range(40)]
+    processor.handle(ok_task(watch, *new, *old[:10]))
+    [alert] = jsonl_alerts(jsonl)
+    assert alert["text"] == "layout changed: 40 of 50 links are new at once (adopted without an alert each)"
+    assert alert["url"] == HOME and alert["alert_id"].startswith(f"{watch.id}-layout-")
+    assert {HOME + path for path in new} <= stored_urls(store, watch), "the new links are known from now on"
+    processor.handle(ok_task(watch, *new, "2026/fresh"))
+    assert [a["url"] for a in jsonl_alerts(jsonl)][1:] == [HOME + "2026/fresh"], "then news alert one by one again"
+
+
+def test_a_few_new_links_on_a_small_page_are_news_not_a_redesign(processor, watch, jsonl) -> None:
+    processor.handle(ok_task(watch, "a", "b"))
+    processor.handle(ok_task(watch, "a", "b", "c", "d", "e"))
+    assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + p for p in ("c", "d", "e")]
