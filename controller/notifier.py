@@ -38,6 +38,15 @@ SENDERS = 16  # sinks sending at once
 # Seconds between feed rewrites: a burst of alerts (hundreds of pages changing in one round)
 # is written once, not once per poll, and leaves the CPU to the checks meanwhile.
 FEED_EVERY = 10.0
+POSITION = ".position"  # in the feeds directory: how far the feeds go (an alert rowid)
+
+
+def feeds_position(config: configuration.Config) -> int:
+    """The newest alert rowid the feeds on disk include (0: none written yet)."""
+    try:
+        return int((config.feeds_dir / POSITION).read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 class Notifier:
@@ -48,7 +57,7 @@ class Notifier:
         self.pool = ThreadPoolExecutor(SENDERS, thread_name_prefix="send")
         self.channels: dict[str, tuple[str, Channel]] = {}  # sink name -> (its definition, its channel)
         self.sending: dict[str, tuple[Future, list[str]]] = {}  # sink name -> (send, alert ids)
-        self.feeds_at = -1  # the newest alert rowid the feeds include (-1: write them all at start)
+        self.feeds_at = feeds_position(config)  # the newest alert rowid the feeds include
         self.feeds_written_at = 0.0
 
     def round(self, now: float) -> None:
@@ -101,14 +110,16 @@ class Notifier:
         return cached[1]
 
     def refresh_feeds(self, now: float) -> None:
+        """Rewrite the feeds that have alerts newer than the last rewrite (all of them the
+        first time a home has feeds); remember how far they go, so a restart rewrites only
+        what changed meanwhile, not one feed per watch."""
         if now - self.feeds_written_at < FEED_EVERY:
             return
-        newest, watch_ids, tags = self.store.alerts_since(max(self.feeds_at, 0))
-        if self.feeds_at >= 0 and newest == self.feeds_at:
+        newest, watch_ids, tags = self.store.alerts_since(self.feeds_at)
+        if newest == self.feeds_at and (self.config.feeds_dir / "all.atom").exists():
             return
-        if self.feeds_at < 0:  # at start: every feed, whatever happened while this process was down
-            _, watch_ids, tags = self.store.alerts_since(0)
         written = write_feeds(self.store, self.config.feeds_dir, watch_ids, tags, now)
+        (self.config.feeds_dir / POSITION).write_text(str(newest))
         self.feeds_at, self.feeds_written_at = newest, now
         self.log.info("feeds written", feeds=written)
 

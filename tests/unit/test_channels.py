@@ -96,3 +96,24 @@ def test_a_feed_is_valid_atom_newest_first() -> None:
     assert [entry.link for entry in feed.entries] == [f"https://news.example/{n}" for n in range(3)]
     assert feed.entries[0].title == "Story <0> & more"
     assert feed_name(tag="a/b c") == "tag-a_b_c.atom" and feed_name(watch_id=4) == "watch-4.atom"
+
+
+def test_a_restarted_notifier_rewrites_only_the_feeds_with_new_alerts(tmp_path: Path) -> None:
+    from controller.notifier import Notifier
+    from monitor.config import Config
+
+    config = Config(home=tmp_path)
+    store = open_store(config.db_path)
+    watches = [store.add_watch(f"https://site{n}.example/", 300) for n in range(3)]
+    for watch in watches:
+        _alert(store, watch.id, f"https://site{watch.id}.example/aaaaa{watch.id}", 10.0)
+    Notifier(config, store).refresh_feeds(100.0)
+    assert sorted(p.name for p in config.feeds_dir.glob("*.atom")) == ["all.atom", "watch-1.atom", "watch-2.atom",
+                                                                       "watch-3.atom"]
+    for feed in config.feeds_dir.glob("*.atom"):
+        feed.write_text("untouched")
+    _alert(store, watches[1].id, "https://site2.example/bbbbbb", 20.0)
+    Notifier(config, store).refresh_feeds(200.0)  # a new process
+    rewritten = sorted(p.name for p in config.feeds_dir.glob("*.atom") if p.read_text() != "untouched")
+    assert rewritten == ["all.atom", "watch-2.atom"]
+    store.close()
