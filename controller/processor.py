@@ -113,10 +113,14 @@ class Processor:
                 self.log.info("stale result dropped", watch_id=task.id, fetched_at=task.fetched_at, newer=newest)
                 continue
             watches[task.id] = (url, task.fetched_at if task.fetched_at is not None else newest, tag)
-            new, baseline, held_back, notice = [], False, set(), None
+            new, baseline, held_back, notice, status = [], False, set(), None, _status(task)
             if task.status == "ok":
                 baseline = task.id not in baselines and not self.index.is_baselined(task.id)
-                if baseline:
+                if baseline and not task.context:
+                    # A consent wall, a script-only shell or an empty body: a baseline of nothing
+                    # would make every link of the real page new. The first check with links is it.
+                    status = "ok (no links found: the first check that finds links is the baseline)"
+                elif baseline:
                     baselines.add(task.id)
                 new, written = self.index.new_links(task.id, self._normalised_links(task), pending)
                 entries.update(written)
@@ -133,7 +137,7 @@ class Processor:
                 [task.etag, task.last_modified, task.content_hash]
             checks.append({
                 "watch_id": task.id, "base_url": url, "checked_at": checked_at, "fetched_at": task.fetched_at,
-                "status": _status(task), "outcome": _outcome(task), "validators": validators,
+                "status": status, "outcome": _outcome(task), "validators": validators,
                 "http_status": task.http_status, "elapsed_ms": task.elapsed_ms,
                 "links": [{"url": link.url, "text": link.text, "code": link.code,
                            "alert_id": None if baseline or link.url in held_back else link.alert_id} for link in new],

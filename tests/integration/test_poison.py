@@ -142,7 +142,8 @@ def test_an_outbox_record_that_keeps_failing_is_quarantined_and_blocks_nothing(p
     wait_for(lambda: "outbox" in pipeline.cli("dlq", "list").stdout, timeout=60, message="the quarantined record")
     listed = pipeline.cli("dlq", "list").stdout
     assert "apply failed: UnicodeEncodeError" in listed
-    assert pipeline.watch(other_id).last_status == "ok", "the tasks behind the record were applied"
+    # (an empty page: "ok (no links found: ...)", not a baseline yet)
+    assert pipeline.watch(other_id).last_status.startswith("ok"), "the tasks behind the record were applied"
 
 
 def test_while_a_sink_cannot_write_the_task_is_held_then_applied_once(pipeline, site):

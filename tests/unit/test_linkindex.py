@@ -544,3 +544,13 @@ def test_a_few_new_links_on_a_small_page_are_news_not_a_redesign(processor, watc
     processor.handle(ok_task(watch, "a", "b"))
     processor.handle(ok_task(watch, "a", "b", "c", "d", "e"))
     assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + p for p in ("c", "d", "e")]
+
+
+def test_a_first_check_without_links_is_not_the_baseline(processor, watch, jsonl, store, index) -> None:
+    processor.handle(ok_task(watch))  # a consent wall or a script-only page: no links
+    assert not index.is_baselined(watch.id)
+    assert store.get_watch(watch.id).last_status.startswith("ok (no links found")
+    processor.handle(ok_task(watch, "a", "b", "c"))  # the real page: its baseline, no alerts
+    assert jsonl_alerts(jsonl) == [] and index.is_baselined(watch.id)
+    processor.handle(ok_task(watch, "a", "b", "c", "d"))
+    assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + "d"]
