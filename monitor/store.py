@@ -762,15 +762,17 @@ class Store:
         """Count a failed attempt: try again after ``first_wait`` doubling per attempt (at
         most ``longest_wait``); after ``max_attempts`` the delivery is ``failed`` (the
         sink's dead letters). Return how many gave up now."""
+        gave_up = 0
         with self.transaction() as conn:
-            conn.executemany("""
-                UPDATE deliveries SET attempts = attempts + 1, last_error = ?, updated_at = ?,
-                       state = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE 'pending' END,
-                       next_try = ? + MIN(? * (1 << MIN(attempts, 30)), ?)
-                WHERE sink = ? AND alert_id = ? AND state = 'pending'""",
-                [(error, now, max_attempts, now, first_wait, longest_wait, sink, a) for a in alert_ids])
-            return conn.execute(f"SELECT COUNT(*) FROM deliveries WHERE sink = ? AND state = 'failed' AND updated_at = ? "
-                                f"AND alert_id IN ({','.join('?' * len(alert_ids))})", (sink, now, *alert_ids)).fetchone()[0]
+            for alert_id in alert_ids:
+                row = conn.execute("""
+                    UPDATE deliveries SET attempts = attempts + 1, last_error = ?, updated_at = ?,
+                           state = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE 'pending' END,
+                           next_try = ? + MIN(? * (1 << MIN(attempts, 30)), ?)
+                    WHERE sink = ? AND alert_id = ? AND state = 'pending' RETURNING state""",
+                    (error, now, max_attempts, now, first_wait, longest_wait, sink, alert_id)).fetchone()
+                gave_up += row is not None and row[0] == "failed"
+        return gave_up
 
     def failed_deliveries(self, sink: str | None = None) -> list[dict]:
         """Deliveries given up on (the sinks' dead letters), oldest first."""

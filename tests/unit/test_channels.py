@@ -69,10 +69,12 @@ def test_deliveries_are_queued_with_the_alert_retried_with_backoff_and_given_up(
 
     waits = []
     now = 10.0
+    gave_up = []
     for _ in range(4):
-        store.delivery_failed("all", ["1-aaaaaa"], "HTTP 500", now, 1.0, 5.0, 4)
+        gave_up.append(store.delivery_failed("all", ["1-aaaaaa"], "HTTP 500", now, 1.0, 5.0, 4))
         waits.append((store.next_delivery_at("all") or now) - now)
     assert waits == [1.0, 2.0, 4.0, 0.0], "doubling, then given up (nothing pending)"
+    assert gave_up == [0, 0, 0, 1]
     [failed] = store.failed_deliveries()
     assert (failed["sink"], failed["attempts"], failed["last_error"]) == ("all", 4, "HTTP 500")
     assert store.retry_failed(20.0, "all") == 1 and store.due_deliveries("all", 20.0, 10)[0]["attempts"] == 0
