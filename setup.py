@@ -25,6 +25,7 @@ setup(
         "apprise>=1.6",  # the `apprise` sink kind: chat, push and mail services by URL
         "feedgen>=1.0",  # the Atom feeds of the alerts
         "tldextract>=5.3",  # registrable domains for the same-site filter (its bundled suffix list)
+        "PyYAML>=6.0",  # `watch import` of urlwatch's urls.yaml
     ],
     extras_require={"test": ["pytest>=7", "pytest-timeout>=2", "feedparser>=6", "aiosmtpd>=1.4"]},
     entry_points={"console_scripts": ["monitor = monitor.cli:main"]},

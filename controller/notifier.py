@@ -5,19 +5,23 @@ The processor queues an alert for its sinks in the SQLite transaction that recor
 (``deliveries``, see migrations/0009_sinks.sql), so this process only reads durable rows.
 Twice a second it:
 
+0. applies the sinks and filters declared in the TOML file, at start and when it changed
+   (see :mod:`monitor.sinks.declared`);
 1. records the outcome of each send that finished: ``delivered``, or a failed attempt
    (tried again after ``sink_retry_first`` seconds doubling per attempt, at most
    ``sink_retry_max``; after ``sink_max_attempts`` the delivery is ``failed``, the sink's
    dead letter, which ``monitor alerts failed`` lists and ``monitor alerts retry`` revives);
 2. for each sink with no send in flight and alerts due, starts one send of up to its
    channel's ``batch`` alerts in a thread of its own: a slow or failing sink delays
-   nobody else;
+   nobody else. A channel that gathers alerts (an e-mail digest) is due only once its
+   oldest alert has waited the channel's ``hold``, or ``batch`` alerts wait: until then
+   they stay pending rows, so a restart loses none and holding costs one query a round;
 3. at most every ``FEED_EVERY`` seconds, rewrites the feeds of the watches and tags that
    have new alerts.
 
-A send is recorded only after it returns, so a crash in between sends it again: each
-alert reaches each sink at least once (receivers drop duplicates by ``alert_id``) and is
-recorded once per sink.
+A send is recorded only after it returns, so a crash in between sends it again (a digest
+whole): each alert reaches each sink at least once (receivers drop duplicates by
+``alert_id``) and is recorded once per sink.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from monitor import amqp
 from monitor import config as configuration
 from monitor.log import describe, get_logger
 from monitor.sinks.channels import BadTarget, Channel, DeliveryFailed, build
+from monitor.sinks.declared import Declarations
 from monitor.sinks.feeds import write_feeds
 from monitor.store import Store, open_store
 
@@ -59,9 +64,12 @@ class Notifier:
         self.sending: dict[str, tuple[Future, list[str]]] = {}  # sink name -> (send, alert ids)
         self.feeds_at = feeds_position(config)  # the newest alert rowid the feeds include
         self.feeds_written_at = 0.0
+        self.declarations = Declarations(configuration.config_file(), store, self.log)
 
     def round(self, now: float) -> None:
-        """One round: record finished sends, start due ones, refresh the feeds."""
+        """One round: apply the TOML file's sinks and filters if it changed, record
+        finished sends, start due ones, refresh the feeds."""
+        self.declarations.refresh(now)
         self.collect(now)
         self.dispatch(now)
         self.refresh_feeds(now)
@@ -84,28 +92,29 @@ class Notifier:
         self.log.warning("delivery failed", sink=name, alerts=len(alert_ids), reason=reason, gave_up=gave_up)
 
     def dispatch(self, now: float) -> None:
-        for name in self.store.sink_names():
+        for name, (kind, target, options) in self.store.sink_definitions().items():
             if name in self.sending:
                 continue
-            next_try = self.store.next_delivery_at(name)
-            if next_try is None or next_try > now:
-                continue
             try:
-                channel = self.channel(name)
+                channel = self.channel(name, kind, target, options)
             except BadTarget as exc:  # e.g. an Apprise plugin gone since the sink was added
-                self.failed(name, [alert["alert_id"] for alert in self.store.due_deliveries(name, now, 100)], str(exc), now)
+                stuck = [alert["alert_id"] for alert in self.store.due_deliveries(name, now, 100)]
+                if stuck:
+                    self.failed(name, stuck, str(exc), now)
+                continue
+            next_send = self.store.next_delivery_at(name, channel.hold, channel.batch)
+            if next_send is None or next_send > now:
                 continue
             alerts = self.store.due_deliveries(name, now, channel.batch)
             if alerts:
                 self.sending[name] = (self.pool.submit(channel.send, alerts), [a["alert_id"] for a in alerts])
 
-    def channel(self, name: str) -> Channel:
+    def channel(self, name: str, kind: str, target: str, options: dict) -> Channel:
         """The sink's channel, built again when its definition changed."""
-        sink = self.store.get_sink(name)
-        definition = json.dumps([sink.kind, sink.target, sink.options], sort_keys=True)
+        definition = json.dumps([kind, target, options], sort_keys=True)
         cached = self.channels.get(name)
         if cached is None or cached[0] != definition:
-            cached = (definition, build(sink.kind, sink.target, sink.options))
+            cached = (definition, build(kind, target, options))
             self.channels[name] = cached
         return cached[1]
 

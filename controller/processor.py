@@ -23,7 +23,9 @@ The first successful check of a watch is its baseline: links recorded, no alerts
 ``not_modified`` task (304, or the same body as last time) touches no link. A new link the
 watch's filter rules hold back (:mod:`monitor.filters`) is recorded without an alert. When
 most of a page's links are new at once (:class:`LayoutRule`), they are adopted silently and
-one "layout changed" alert, about the page itself, says so.
+one "layout changed" alert, about the page itself, says so. A watch's CSS selector travels
+with its job and back with the task: a result found under a selector the watch no longer
+has is dropped, and the first check under a changed selector is adopted like a baseline.
 """
 from __future__ import annotations
 
@@ -31,19 +33,20 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import plyvel
 
 from monitor import amqp, filters
 from monitor import config as configuration
 from monitor.homekey import HomeKey
-from monitor.linkindex import LinkIndex
+from monitor.linkindex import LinkIndex, Mark, NewLink, Reappearance
+from monitor.durations import format_duration
 from monitor.log import describe, get_logger
 from monitor.messages import Alert, InvalidMessage, Task
 from monitor.sinks import Sink, build_sinks
-from monitor.store import CheckResult, LinkRecord, Store, Validators, open_store
-from monitor.urls import BadURL, comparable, normalize, redact
+from monitor.store import FAILING, CheckResult, LinkRecord, Store, Validators, WatchState, open_store
+from monitor.urls import BadURL, comparable, normalize, redact, renewing_params
 
 GROUP_WAIT = 0.05  # seconds a group waits for more tasks once the queue goes quiet
 # Errors of the stores or the disk, not of the task in hand: wait for them to pass.
@@ -52,6 +55,11 @@ FORGET_EVERY = 60.0  # seconds between looks for removed watches whose index ent
 QUARANTINE_AFTER = 3  # failed attempts before an outbox record is moved aside
 QUARANTINE = "outbox"  # the origin `monitor dlq list` shows for a quarantined outbox record
 GROUP_LINKS = 20_000  # a group closes at this many links too: its memory is bounded, whatever the pages
+SHRUNK = 0.25  # a check with fewer than this share of the page's links is doubted
+DOUBTS = 3  # doubted checks in a row after which a page with links is taken as it is
+# A parameter that renews this many links on one check is ignored at once; one that renews
+# fewer, only when it did on the check before too (a few featured stories can change at once).
+SURELY_VOLATILE = 5
 
 
 def _status(task: Task) -> str:
@@ -69,14 +77,65 @@ def _outcome(task: Task) -> str:
 @dataclass(frozen=True)
 class LayoutRule:
     """When a check finds at least ``min_links`` new links and more than ``fraction`` of the
-    page's links new, the page changed (a redesign, a move to https), not its news."""
+    page's links new, the page changed (a redesign, a move to https), not its news. A
+    first check with fewer than ``baseline_min_links`` is not the baseline (see
+    :meth:`Processor._doubt`)."""
     fraction: float = 0.5
     min_links: int = 20
+    baseline_min_links: int = 5
+
+
+@dataclass
+class _Group:
+    """What a group's tasks leave to write in its one LevelDB batch, as they go."""
+    pending: dict[bytes, list] = field(default_factory=dict)  # index entries read, or to write
+    entries: dict[bytes, list] = field(default_factory=dict)  # those to write
+    marks: dict[int, Mark] = field(default_factory=dict)  # each watch's mark as the group leaves it
+    checked: set[int] = field(default_factory=set)  # watches with a trusted check: their baseline marker
+    changed: set[int] = field(default_factory=set)  # watches whose other marks changed
+
+    def mark(self, watch_id: int, index: LinkIndex) -> Mark:
+        if watch_id not in self.marks:
+            self.marks[watch_id] = index.mark(watch_id)
+        return self.marks[watch_id]
+
+    def set_mark(self, watch_id: int, mark: Mark) -> None:
+        if mark.state() != self.marks[watch_id].state():
+            self.changed.add(watch_id)
+        self.marks[watch_id] = mark
+
+    def adopt(self, written: dict[bytes, list]) -> None:
+        """Keep index entries :meth:`LinkIndex.new_links` or :meth:`LinkIndex.rekey` returned."""
+        self.pending.update(written)
+        self.entries.update(written)
+
+
+@dataclass(frozen=True)
+class HealthRule:
+    """A watch whose checks fail, or are skipped because its host is disabled, for
+    ``broken_after`` seconds is broken: one alert says so, and one when a check sees the
+    page again. (A host's first cooldowns are minutes long and end by themselves: alerting
+    each would be noise, so a disabled host counts as failing time like an error.)"""
+    broken_after: float = 6 * 3600.0
+
+    def judge(self, task: Task, watch: WatchState, status: str, checked_at: float) -> tuple[str | None, tuple | None]:
+        """``("broken" | "recovered" | None, the notice (alert id, text) that says so)``."""
+        if _outcome(task) in FAILING:
+            since = watch.failing_since or checked_at
+            if watch.broken_alerted or checked_at - since < self.broken_after:
+                return None, None
+            return "broken", (f"{task.id}-broken-{int(since)}",
+                              f"watch failing for {format_duration(checked_at - since)}: {status}")
+        if not watch.broken_alerted or watch.failing_since is None:
+            return None, None
+        return "recovered", (f"{task.id}-recovered-{int(watch.failing_since)}",
+                             f"watch recovered after failing for {format_duration(checked_at - watch.failing_since)}")
 
 
 class Processor:
     def __init__(self, store: Store, index: LinkIndex, sinks: list[Sink], stop: threading.Event | None = None,
-                 layout: "LayoutRule | None" = None) -> None:
+                 layout: "LayoutRule | None" = None, reappearance: Reappearance = Reappearance(),
+                 health: HealthRule = HealthRule()) -> None:
         # An outbox record is deleted (synced) right after its SQLite commit: that commit
         # must be on disk by then, or a power cut loses links and alerts for good.
         store.make_durable()
@@ -88,8 +147,11 @@ class Processor:
         self.outbox_dirty = True  # drain before the first group: a crash may have left records
         self.attempts: dict[bytes, int] = {}  # failed attempts per outbox record
         self.layout = layout or LayoutRule()
+        self.reappearance = reappearance
+        self.health = health
         self.rules: list[filters.Rule] = []  # the filters' rules, read again when they change
         self.rules_signature: tuple | None = None
+        self.site_pages = filters.SitePages(store)  # what the noise rule's site furniture is judged by
 
     def handle(self, task: Task) -> int:
         """Make one task's effects durable; return the number of alerts raised."""
@@ -97,56 +159,129 @@ class Processor:
 
     def handle_group(self, tasks: list[Task]) -> int:
         """Make a group of tasks' effects durable together; return the number of alerts raised."""
-        watches = self.store.last_fetched({task.id for task in tasks})  # those still on the list
-        pending: dict[bytes, list] = {}  # index entries of this group, read or written
-        entries: dict[bytes, list] = {}  # those to write
-        baselines: set[int] = set()
+        watches = self.store.watch_states({task.id for task in tasks})  # those still on the list
+        group = _Group()
         checks = []
         checked_at = time.time()
         for task in tasks:
             if task.id not in watches:
                 self.log.info("task for a removed watch dropped", watch_id=task.id, url=redact(task.base_url))
                 continue
-            url, newest, tag = watches[task.id]  # the URL from the store: a task's baseUrl is not trusted
-            if None not in (task.fetched_at, newest) and task.fetched_at < newest:
+            watch = watches[task.id]  # its URL from the store: a task's baseUrl is not trusted
+            if None not in (task.fetched_at, watch.last_fetched_at) and task.fetched_at < watch.last_fetched_at:
                 # A timed-out job's late result, or a replayed dead letter: the watch has a newer one.
-                self.log.info("stale result dropped", watch_id=task.id, fetched_at=task.fetched_at, newer=newest)
+                self.log.info("stale result dropped", watch_id=task.id, fetched_at=task.fetched_at,
+                              newer=watch.last_fetched_at)
                 continue
-            watches[task.id] = (url, task.fetched_at if task.fetched_at is not None else newest, tag)
-            new, baseline, held_back, notice, status = [], False, set(), None, _status(task)
+            if task.status in ("ok", "not_modified") and (task.selector or "") != watch.selector:
+                # Extracted under a selector the watch no longer has (its job was issued before
+                # `watch set --selector`): its links and validators describe another region.
+                self.log.info("result for a former selector dropped", watch_id=task.id)
+                continue
+            new_region = watch.selector != watch.links_selector  # the first check under a changed selector
+            links, notices, status, volatile = [], [], _status(task), frozenset()
             if task.status == "ok":
-                baseline = task.id not in baselines and not self.index.is_baselined(task.id)
-                if baseline and not task.context:
-                    # A consent wall, a script-only shell or an empty body: a baseline of nothing
-                    # would make every link of the real page new. The first check with links is it.
-                    status = "ok (no links found: the first check that finds links is the baseline)"
-                elif baseline:
-                    baselines.add(task.id)
-                new, written = self.index.new_links(task.id, self._normalised_links(task), pending)
-                entries.update(written)
-                held_back = self._held_back(task.id, tag, url, new) if new and not baseline else set()
-                if not baseline and self._layout_changed(len(new), len(task.context)):
-                    # A redesign or a move to https renews most links at once: one alert says
-                    # so, and the new links are adopted silently.
-                    held_back = {link.url for link in new}
-                    notice = (f"{task.id}-layout-{int(checked_at)}",
-                              f"layout changed: {len(new)} of {len(task.context)} links are new at once "
-                              "(adopted without an alert each)")
-                    self.log.warning("layout changed", watch_id=task.id, new=len(new), links=len(task.context))
-            validators = None if task.status in ("error", "skipped") else \
-                [task.etag, task.last_modified, task.content_hash]
+                links, notices, status, volatile = self._links(task, watch, checked_at, status, group, new_region)
+            health, notice = self.health.judge(task, watch, status, checked_at)
+            notices += [notice] if notice else []
+            adopted = new_region and task.status == "ok" and bool(task.context)
+            watches[task.id] = watch._replace(
+                last_fetched_at=watch.last_fetched_at if task.fetched_at is None else task.fetched_at,
+                failing_since=(watch.failing_since or checked_at) if _outcome(task) in FAILING else None,
+                broken_alerted=health == "broken" or (_outcome(task) in FAILING and watch.broken_alerted),
+                volatile_params=" ".join(sorted(set(watch.volatile_params.split()) | volatile)),
+                links_selector=watch.selector if adopted else watch.links_selector)
+            validators = None if task.status in FAILING else [task.etag, task.last_modified, task.content_hash]
             checks.append({
-                "watch_id": task.id, "base_url": url, "checked_at": checked_at, "fetched_at": task.fetched_at,
+                "watch_id": task.id, "base_url": watch.url, "checked_at": checked_at, "fetched_at": task.fetched_at,
                 "status": status, "outcome": _outcome(task), "validators": validators,
-                "http_status": task.http_status, "elapsed_ms": task.elapsed_ms,
-                "links": [{"url": link.url, "text": link.text, "code": link.code,
-                           "alert_id": None if baseline or link.url in held_back else link.alert_id} for link in new],
-                "notice": notice,
+                "http_status": task.http_status, "elapsed_ms": task.elapsed_ms, "links": links,
+                "notices": notices, "health": health, "volatile": sorted(volatile),
+                "adopted_selector": watch.selector if adopted else None,
             })
         if not checks:
             return 0
-        key = self.index.commit(entries, baselines, {"checks": checks})
+        key = self.index.commit(group.entries, {"checks": checks},
+                                checked={watch_id: group.marks[watch_id] for watch_id in group.checked},
+                                states={watch_id: group.marks[watch_id] for watch_id in group.changed})
         return self.apply(key, {"checks": checks}, recovering=False)
+
+    def _links(self, task: Task, watch: WatchState, checked_at: float, status: str, group: "_Group",
+               new_region: bool) -> tuple[list[dict], list, str, frozenset[str]]:
+        """An ``ok`` task's new links (with their alert ids, None for those not alerted), the
+        notices about the page, its status line and the query parameters found to change on
+        every check. ``new_region``: the watch's selector changed since its links were found,
+        and this check's links are adopted like a baseline's."""
+        before = group.mark(task.id, self.index)
+        mark = replace(before, links=None) if new_region else before  # the former count says nothing of a new region
+        doubt = self._doubt(mark, len(task.context))
+        if doubt:
+            status = f"ok ({doubt})"
+            if task.context:  # only checks with links count towards taking the page as it is
+                mark = replace(mark, doubts=mark.doubts + 1)
+        else:
+            mark = replace(mark, doubts=0)
+            if task.context:
+                mark = replace(mark, baselined=True, checked_at=checked_at, links=len(task.context))
+                group.checked.add(task.id)
+        # The baseline's links and a doubted check's are recorded without alerts.
+        silent = not before.baselined or doubt is not None or new_region
+        ignore = watch.ignored
+        if ignore - mark.ignored:  # a parameter ignored since the last check: known links in that form too
+            group.adopt(self.index.rekey(task.id, ignore, group.pending))
+        links = self._normalised_links(task, ignore, mark.ignored)
+        new, written = self.index.new_links(task.id, links, group.pending, self.reappearance, before.checked_at)
+        renewed = self._renewing(task.id, new, links, mark) if not silent and len(new) >= 2 else {}
+        volatile = frozenset(name for name, hits in renewed.items() if hits >= SURELY_VOLATILE or name in mark.suspects)
+        if volatile:
+            # A parameter appended per request renewed the links: compare without it from now
+            # on (the links just found in their renewed form are not kept).
+            self.log.warning("query parameters that change on every check: ignored from now on",
+                             watch_id=task.id, params=" ".join(sorted(volatile)))
+            ignore |= volatile
+            group.adopt(self.index.rekey(task.id, ignore, group.pending))
+            links = self._normalised_links(task, ignore, mark.ignored)
+            new, written = self.index.new_links(task.id, links, group.pending, self.reappearance, before.checked_at)
+        group.adopt(written)
+        group.set_mark(task.id, replace(mark, ignored=ignore, suspects=frozenset(renewed) - volatile))
+        notices = []
+        held_back = set()
+        if not silent and self._layout_changed(len(new), len(task.context)):
+            # A redesign or a move to https renews most links at once: one alert says so,
+            # and the new links are adopted silently.
+            held_back = {link.url for link in new}
+            notices.append((f"{task.id}-layout-{int(checked_at)}",
+                            f"layout changed: {len(new)} of {len(task.context)} links are new at once "
+                            "(adopted without an alert each)"))
+            self.log.warning("layout changed", watch_id=task.id, new=len(new), links=len(task.context))
+        elif new and not silent:
+            held_back = self._held_back(task.id, watch.tag, watch.url, new)
+        links = [{"url": link.url, "text": link.text, "code": link.code,
+                  "alert_id": None if silent or link.url in held_back else link.alert_id} for link in new]
+        return links, notices, status, volatile
+
+    def _renewing(self, watch_id: int, new: list[NewLink], links: list[tuple], mark: Mark) -> dict[str, int]:
+        """The query parameters whose value alone renewed links on this check (see
+        :func:`monitor.urls.renewing_params`), with how many."""
+        return renewing_params([link.url for link in new], [url for url, _, _ in links],
+                               lambda: self.index.urls(watch_id))
+
+    def _doubt(self, mark: Mark, links: int) -> str | None:
+        """Why a check's links are not to be believed (a consent wall, a challenge, an error
+        page served with 200, an empty body), or None. A doubted check is neither the
+        baseline nor a source of alerts; after ``DOUBTS`` in a row that found links, the page
+        is taken as it is (a small page is small, a slimmer redesign is real)."""
+        if not links:
+            return "no links found: the first check that finds links is the baseline" if not mark.baselined else \
+                "no links found: a consent wall, a challenge or an error page?"
+        if mark.doubts + 1 >= DOUBTS:
+            return None
+        if not mark.baselined and links < self.layout.baseline_min_links:
+            return f"only {links} links: not taken as the baseline yet (a consent wall, a challenge or an error page?)"
+        if mark.links and links < SHRUNK * mark.links:
+            return (f"only {links} of the page's {mark.links} links: a consent wall or an error page? "
+                    "Its new links are recorded without alerts")
+        return None
 
     def _layout_changed(self, new: int, links: int) -> bool:
         """Whether so many of a page's links are new at once that the page changed, not its news."""
@@ -157,7 +292,7 @@ class Processor:
         signature = self.store.filters_signature()
         if signature != self.rules_signature:  # a rule added or removed applies from the next link on
             self.rules, self.rules_signature = self.store.list_filters(), signature
-        link_filter = filters.for_watch(self.rules, watch_id, tag, page_url)
+        link_filter = filters.for_watch(self.rules, watch_id, tag, page_url, self.site_pages)
         if not link_filter:
             return set()
         held = {link.url: reason for link in new if (reason := link_filter.held_back(link.url, link.text))}
@@ -167,15 +302,19 @@ class Processor:
         return set(held)
 
     @staticmethod
-    def _normalised_links(task: Task) -> list[tuple[str, str, str]]:
-        """``(comparable url, text, normalised url)`` of each valid link (see LinkIndex.new_links)."""
+    def _normalised_links(task: Task, ignore: frozenset[str], ignored: frozenset[str]) -> list[tuple]:
+        """``(url, text, former forms)`` of each valid link (see LinkIndex.new_links): compared
+        without the ``ignore``\\ d query parameters, and known too under its form without the
+        ones ``ignored`` until now, or as it was remembered before comparable forms."""
         links = []
         for link in task.context:
             try:
                 normal = normalize(link["url"])
             except BadURL:
                 continue
-            links.append((comparable(normal), link["text"], normal))
+            url = comparable(normal, ignore)
+            formers = {normal, comparable(normal, ignored)} - {url}
+            links.append((url, link["text"], tuple(formers)))
         return links
 
     def apply(self, key: bytes, record: dict, recovering: bool) -> int:
@@ -185,20 +324,22 @@ class Processor:
         for check in checks:
             checked_at = check["checked_at"]
             validators = check.get("validators")
+            # (A record written before a check could carry several notices has one "notice".)
+            notices = [tuple(notice) for notice in check.get("notices", [check["notice"]] if check.get("notice") else [])]
             results.append(CheckResult(
                 watch_id=check["watch_id"], checked_at=checked_at, status=check["status"],
                 http_status=check["http_status"], elapsed_ms=check["elapsed_ms"],
                 links=[LinkRecord(link["url"], link["text"], link["code"], checked_at) for link in check["links"]],
                 alert_ids={link["url"]: link["alert_id"] for link in check["links"] if link["alert_id"]},
                 outcome=check.get("outcome", "ok"), validators=None if validators is None else Validators(*validators),
-                fetched_at=check.get("fetched_at"), notice=tuple(check["notice"]) if check.get("notice") else None,
+                fetched_at=check.get("fetched_at"), notices=tuple(notices), health=check.get("health"),
+                volatile=tuple(check.get("volatile", ())),
+                adopted_selector=check.get("adopted_selector"),
             ))
             alerts.extend(Alert(link["alert_id"], check["watch_id"], redact(check["base_url"]), link["url"], link["text"],
                                 checked_at) for link in check["links"] if link["alert_id"])
-            if check.get("notice"):
-                alert_id, text = check["notice"]
-                alerts.append(Alert(alert_id, check["watch_id"], redact(check["base_url"]), redact(check["base_url"]),
-                                    text, checked_at))
+            alerts.extend(Alert(alert_id, check["watch_id"], redact(check["base_url"]), redact(check["base_url"]),
+                                text, checked_at) for alert_id, text in notices)
         applied = self.store.record_results(results)
         # A record replayed after its watch was removed (or a stale one) alerts nobody.
         alerts = [alert for alert in alerts if alert.watch_id in applied]
@@ -365,7 +506,9 @@ def main() -> None:
     store = open_store(config.db_path)
     index = LinkIndex(config.leveldb_path)
     processor = Processor(store, index, build_sinks(config), stop,
-                          LayoutRule(config.layout_change_fraction, config.layout_change_min_links))
+                          LayoutRule(config.layout_change_fraction, config.layout_change_min_links,
+                                     config.baseline_min_links),
+                          Reappearance(config.renotify_after), HealthRule(config.broken_after))
     try:
         processor.drain_outbox()  # before consuming: alerts a crash left half-delivered go out first
     except INFRASTRUCTURE as exc:

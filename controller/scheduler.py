@@ -1,7 +1,7 @@
 """The scheduler: ten times a second, publish each due, enabled watch to ``job_queue``.
 
 A watch is marked in flight, then published as ``{"baseUrl", "id", "enqueued_at", "token"}``
-with the validators of its last check and a token signed with the home's key, without which
+with its CSS selector, the validators of its last check and a token signed with the home's key, without which
 the processor applies no task (persistent, confirmed); a job the broker did not confirm
 is due again at once. A watch in flight is not published again until its result arrives,
 so ``job_queue`` holds at most one job per watch, however far behind the fleet falls.
@@ -96,7 +96,7 @@ class Scheduler:
 
         for watch in interleave_by_host(due):
             job = Job(watch.url, watch.id, now, watch.etag, watch.last_modified, watch.content_hash,
-                      self.key.token(watch.id, now))
+                      self.key.token(watch.id, now), watch.selector or None)
             self.client.publish(amqp.JOB_QUEUE, job.to_bytes(), functools.partial(confirmed, watch.id))
         if not all_confirmed.wait(CONFIRM_TIMEOUT):
             self.log.warning("confirms overdue: unconfirmed jobs count as published", outstanding=outstanding)

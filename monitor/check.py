@@ -12,6 +12,11 @@ The HTML5 tree-construction algorithm needs time quadratic in the nesting depth,
 cannot be interrupted. So a page nesting deeper than ``MAX_NESTING`` elements is refused
 before parsing (browsers cap the tree depth themselves: Chromium at 512), and parsing in
 the main thread also runs under ``parse_deadline``.
+
+A watch with a CSS selector keeps only the links inside the regions it matches; a selector
+that matches nothing on the page makes the check an error (``selector 'main' matched
+nothing on the page``), so a redesign that removed the region shows in ``watch list`` and
+alerts as a broken watch, instead of passing for a page without links.
 """
 from __future__ import annotations
 
@@ -21,12 +26,15 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
+from monitor import filters
 from monitor.config import Config
-from monitor.parsing import extract_links
+from monitor.parsing import BadSelector, NoRegion, extract_links
 from monitor.fetch import Connections, FetchError, Page, fetch
 from monitor.messages import Job, Task
+from monitor.urls import BadURL, comparable, normalize
 
 MAX_NESTING = 10_000  # lexbor parses 10,000 nested elements in 0.07 s, html5lib in 7 s
 _TAG = re.compile(rb"<(/?)([a-zA-Z][^\s/>]*)")
@@ -71,10 +79,15 @@ def nesting_depth_exceeds(body: bytes, limit: int = MAX_NESTING) -> bool:
     return False
 
 
-def content_hash(page: Page) -> str:
-    """What decides the links: the final URL, the declared charset and the body."""
+def content_hash(page: Page, selector: str | None = None) -> str:
+    """What decides the links: the final URL, the declared charset, the body and the
+    watch's selector (a body hashed under another selector is parsed again; a watch without
+    one hashes as before selectors existed)."""
     digest = hashlib.blake2b(digest_size=16)
-    for part in (page.final_url.encode("utf-8"), (page.charset or "").encode("ascii", "replace"), page.body):
+    parts = [page.final_url.encode("utf-8"), (page.charset or "").encode("ascii", "replace"), page.body]
+    if selector is not None:
+        parts.append(selector.encode("utf-8"))
+    for part in parts:
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)
     return digest.hexdigest()
@@ -111,11 +124,12 @@ def task_from_page(job: Job, page: Page, config: Config, fetched_at: float, work
     hashes as last time, else its links (under the nesting limit, the parse deadline and
     the link cap)."""
     common = {"final_url": page.final_url, "fetched_at": fetched_at, "elapsed_ms": page.elapsed_ms,
-              "http_status": page.http_status, "worker": worker, "etag": page.etag, "last_modified": page.last_modified}
+              "http_status": page.http_status, "worker": worker, "etag": page.etag, "last_modified": page.last_modified,
+              "selector": job.selector}
     if page.http_status == 304:
         return Task(job.base_url, job.id, [], status="not_modified", not_modified_by="http",
                     content_hash=job.content_hash, **common)
-    digest = content_hash(page)
+    digest = content_hash(page, job.selector)
     if digest == job.content_hash:
         return Task(job.base_url, job.id, [], status="not_modified", not_modified_by="hash", content_hash=digest, **common)
     outcome = {"status": "ok", "error": None}
@@ -126,7 +140,11 @@ def task_from_page(job: Job, page: Page, config: Config, fetched_at: float, work
         with time_limit(config.parse_deadline):
             # One more than the cap, to know whether the page had more.
             links = extract_links(page.body, page.final_url, page.charset, limit=config.max_links_per_page + 1,
-                                  engine=config.parser)
+                                  engine=config.parser, selector=job.selector)
+    except (NoRegion, BadSelector) as exc:
+        # An error, not "ok with no links": the processor must not read it as the page
+        # losing its links, and `watch list` shows the reason.
+        outcome = {"status": "error", "error": str(exc)}
     except PageTooComplex as exc:
         outcome = {"status": "error", "error": f"page too complex: {exc}"}
     except RecursionError:
@@ -149,3 +167,32 @@ def check_page(job: Job, config: Config, connections: Connections | None = None,
     except FetchError as exc:
         return task_from_error(job, exc, fetched_at, worker)
     return task_from_page(job, page, config, fetched_at, worker)
+
+
+def _compared(url: str) -> str:
+    """``url`` in the form the store keeps links in (as it is, when it has none)."""
+    try:
+        return comparable(normalize(url))
+    except BadURL:
+        return url
+
+
+def noise_of(task: Task, db_path: Path) -> tuple[dict[str, str], str | None]:
+    """For ``monitor check``: the links of ``task`` a noise rule would hold back, ``{url:
+    reason}``, and a note when site furniture could not be judged. That needs the links of
+    the site's watched pages, read from the store at ``db_path`` (only read: the check
+    changes nothing) when a home is there."""
+    from monitor.store import Store  # (only the CLI's check reads a store here, never a worker)
+
+    store = Store(db_path) if db_path.exists() else None
+    try:
+        noise = filters.LinkFilter([filters.Rule(0, "noise", "", None, None)], task.base_url,
+                                   None if store is None else filters.SitePages(store))
+        dropped = {link["url"]: reason for link in task.context
+                   if (reason := noise.held_back(_compared(link["url"]), link["text"]))}
+    finally:
+        if store is not None:
+            store.close()
+    if store is not None:
+        return dropped, None
+    return dropped, f"site-wide links (navigation, footers) need a home's watched pages: no home at {db_path.parent}"

@@ -13,7 +13,8 @@ Nothing needs a file. The names below are part of the interface:
 Every value, from the file or the environment, is checked here and nowhere else: a bad one
 is a :class:`ConfigError` with a one-line reason (the CLI exits 2 and starts nothing).
 
-Every key of the TOML file is a field of :class:`Config` (``workers = 4``, ``fetch_max_bytes = 5000000``).
+Every key of the TOML file is a field of :class:`Config` (``workers = 4``, ``fetch_max_bytes = 5000000``);
+``[sinks.NAME]`` tables and ``[[filters]]`` declare sinks and filters (:mod:`monitor.sinks.declared`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from monitor.sinks.declared import DeclaredFilter, DeclaredSink
 
 
 class ConfigError(ValueError):
@@ -59,6 +64,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "sink_max_attempts": (1, 1000),
     "layout_change_fraction": (0.01, 1.0),
     "layout_change_min_links": (1, 1_000_000),
+    "renotify_after": (0, 100 * 366 * 86400),
+    "baseline_min_links": (1, 1_000_000),
+    "broken_after": (1, 366 * 86400),
 }
 
 
@@ -108,6 +116,18 @@ class Config:
     # the page's: the page was redesigned; one "layout changed" alert instead of one each.
     layout_change_fraction: float = 0.5
     layout_change_min_links: int = 20
+    # A first check with fewer links is not the baseline (a consent wall, a challenge page)
+    # until three checks in a row find as few.
+    baseline_min_links: int = 5
+    # A link that left its page and comes back after this many seconds is alerted again
+    # (0: never); sooner, it is the same link (a rotating "most read" box, a teaser moved).
+    renotify_after: int = 30 * 86400
+    # A watch failing (or skipped, its host disabled) this many seconds sends one alert, and
+    # one when it recovers.
+    broken_after: int = 6 * 3600
+    # Declared in the TOML file ([sinks.NAME], [[filters]]), checked by monitor.sinks.declared.
+    sinks: tuple[DeclaredSink, ...] = ()
+    filters: tuple[DeclaredFilter, ...] = ()
 
     # --- paths derived from home -------------------------------------------------
     @property
@@ -222,18 +242,30 @@ def _field_types() -> dict[str, type]:
     return hints
 
 
+def config_file(environ: dict[str, str] | None = None) -> Path:
+    """The TOML file's path: ``MONITOR_CONFIG``, or ``monitor.toml`` in the working directory."""
+    return Path((os.environ if environ is None else environ).get("MONITOR_CONFIG", "monitor.toml"))
+
+
 def load(environ: dict[str, str] | None = None) -> Config:
     """Build the configuration from defaults, ``MONITOR_CONFIG``/``monitor.toml`` and the environment."""
     environ = os.environ if environ is None else environ
     types = _field_types()
     values: dict[str, object] = {}
 
-    path = Path(environ.get("MONITOR_CONFIG", "monitor.toml"))
+    path = config_file(environ)
     if path.exists():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: {exc}") from None
+        if "sinks" in data or "filters" in data:
+            from monitor.sinks import declared  # imported when used: it loads the sink kinds
+
+            try:
+                values["sinks"], values["filters"] = declared.parse(data.pop("sinks", {}), data.pop("filters", []))
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
         for key, value in data.items():
             if key not in types:
                 raise ConfigError(f"{path}: unknown setting {key!r}")

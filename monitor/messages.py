@@ -1,15 +1,17 @@
 """The message schemas exchanged over RabbitMQ, and their validation.
 
 * job  (``job_queue``):  ``{"baseUrl", "id", "enqueued_at"?, "etag"?, "last_modified"?, "content_hash"?,
-  "token"}``: the validators of the last successful check, so the worker can ask for the page
+  "token", "selector"?}``: the validators of the last successful check, so the worker can ask for the page
   conditionally and skip parsing a body that did not change; ``token`` proves the job was
-  issued by the home's scheduler (see :mod:`monitor.homekey`)
+  issued by the home's scheduler (see :mod:`monitor.homekey`); ``selector``: the watch's CSS
+  selector, only the links inside the regions it matches count
 * task (``task_queue``): ``{"baseUrl", "id", "context": [{"url", "text"}], "status", "error",
   "final_url", "fetched_at", "elapsed_ms", "http_status", "worker", "etag", "last_modified",
-  "content_hash", "not_modified_by", "token"}``. ``status`` is ``ok``, ``not_modified`` (no
+  "content_hash", "not_modified_by", "token", "selector"?}``. ``status`` is ``ok``, ``not_modified`` (no
   links sent: ``not_modified_by`` says whether the server answered 304 (``"http"``) or the
   body hashed as before (``"hash"``)), ``error`` or ``skipped``; ``error`` with status ``ok``
-  is a warning (e.g. the page had more links than are watched); ``token`` is the job's, copied
+  is a warning (e.g. the page had more links than are watched); ``token`` and ``selector`` are
+  the job's, copied (the processor drops links found under a selector the watch no longer has)
 * alert (sinks):        ``{"alert_id", "watch_id", "baseUrl", "url", "text", "first_seen"}``
 
 Unknown fields are ignored. A message that fails validation raises :class:`InvalidMessage`
@@ -28,6 +30,7 @@ MAX_LINK_TEXT = 300  # link text is cut to this many characters at extraction
 MAX_LIST = 100_000
 MAX_NAME = 255  # host names, worker names
 MAX_LEASE = 1000  # proxies one lease request may ask for
+MAX_SELECTOR = 500  # characters of a watch's CSS selector
 DIRECT = 0  # the direct connection, where a proxy id is expected
 # "skipped": not fetched on purpose (the host is in cooldown).
 STATUSES = ("ok", "not_modified", "error", "skipped")
@@ -104,10 +107,12 @@ class Job:
     last_modified: str | None = None
     content_hash: str | None = None
     token: str | None = None
+    selector: str | None = None
 
     def to_bytes(self) -> bytes:
         return _encode({"baseUrl": self.base_url, "id": self.id, "enqueued_at": self.enqueued_at, "etag": self.etag,
-                        "last_modified": self.last_modified, "content_hash": self.content_hash, "token": self.token})
+                        "last_modified": self.last_modified, "content_hash": self.content_hash, "token": self.token,
+                        "selector": self.selector})
 
     @classmethod
     def from_bytes(cls, body: bytes) -> "Job":
@@ -120,7 +125,17 @@ class Job:
             last_modified=_require(data, "last_modified", str, optional=True),
             content_hash=_require(data, "content_hash", str, optional=True),
             token=_require(data, "token", str, optional=True, max_chars=MAX_NAME),
+            selector=_selector(data),
         )
+
+
+def _selector(data: dict) -> str | None:
+    """The optional ``selector`` field: absent, or a selector of at most ``MAX_SELECTOR``
+    characters (its syntax is the parser's to judge: a bad one ends as the check's error)."""
+    selector = _require(data, "selector", str, optional=True, max_chars=MAX_SELECTOR)
+    if selector is not None and not selector.strip():
+        raise InvalidMessage("field 'selector' is empty (leave it out for the whole page)")
+    return selector
 
 
 @dataclass(frozen=True)
@@ -140,6 +155,7 @@ class Task:
     content_hash: str | None = None
     not_modified_by: str | None = None
     token: str | None = None
+    selector: str | None = None
 
     def to_bytes(self) -> bytes:
         return _encode({
@@ -147,7 +163,7 @@ class Task:
             "error": self.error, "final_url": self.final_url, "fetched_at": self.fetched_at,
             "elapsed_ms": self.elapsed_ms, "http_status": self.http_status, "worker": self.worker,
             "etag": self.etag, "last_modified": self.last_modified, "content_hash": self.content_hash,
-            "not_modified_by": self.not_modified_by, "token": self.token,
+            "not_modified_by": self.not_modified_by, "token": self.token, "selector": self.selector,
         })
 
     @classmethod
@@ -182,6 +198,7 @@ class Task:
             content_hash=_require(data, "content_hash", str, optional=True),
             not_modified_by=not_modified_by,
             token=_require(data, "token", str, optional=True, max_chars=MAX_NAME),
+            selector=_selector(data),
         )
 
 

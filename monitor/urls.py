@@ -10,6 +10,7 @@ import ipaddress
 import re
 import socket
 import string
+from typing import Callable, Iterable
 from urllib.parse import SplitResult, quote, unquote, urlsplit, urlunsplit
 
 WEB_SCHEMES = ("http", "https")
@@ -119,16 +120,65 @@ def _tracking(name: str) -> bool:
     return lowered in TRACKING_PARAMS or lowered.startswith("utm_")
 
 
-def comparable(normal: str) -> str:
+def comparable(normal: str, ignore: frozenset[str] = frozenset()) -> str:
     """The form of a :func:`normalize`\\ d URL under which links are compared and remembered:
-    tracking parameters (``utm_*``, ``fbclid``, ``gclid`` ...) dropped and the other query
+    tracking parameters (``utm_*``, ``fbclid``, ``gclid`` ...) and those named in ``ignore``
+    (lower case: a watch's session ids and cache-busters) dropped, and the other query
     parameters sorted (``?b=2&a=1`` and ``?a=1&b=2`` are one link). Without a query it is
     the URL itself."""
     base, sep, query = normal.partition("?")
     if not sep:
         return normal
-    kept = sorted(part for part in query.split("&") if part and not _tracking(part.partition("=")[0]))
+    kept = sorted(part for part in query.split("&") if part and not _tracking(name := param_name(part))
+                  and name not in ignore)
     return f"{base}?{'&'.join(kept)}" if kept else base
+
+
+def param_name(part: str) -> str:
+    """The name of a ``name=value`` query part, lower case (as parameters are ignored)."""
+    return part.partition("=")[0].lower()
+
+
+def param_names(url: str) -> set[str]:
+    """The names of ``url``'s query parameters, lower case."""
+    return {param_name(part) for part in url.partition("?")[2].split("&") if part}
+
+
+def renewing_params(new: list[str], current: list[str], known: Callable[[], Iterable[str]],
+                    min_links: int = 2, coverage: float = 0.9, most: int = 20) -> dict[str, int]:
+    """The query parameters whose value alone renewed a page's links on one check, each with
+    how many of the ``new`` links it renewed: the signs of a session id or a cache-buster
+    appended per request. All URLs are :func:`comparable`; ``known`` (the links known
+    before) is called only when some parameter may qualify.
+
+    A parameter qualifies when at least ``min_links`` new links are known links that left
+    the page but for its value, those are at least ``coverage`` of the page's links that
+    carry it, and it tells none of the page's links apart (an article's ``?id=`` does).
+    At most ``most`` parameter names are looked at (a page of random names is no sign)."""
+    names = {url: param_names(url) for url in current}
+    counts: dict[str, int] = {}
+    for url in new:
+        for name in names.get(url) or param_names(url):
+            counts[name] = counts.get(name, 0) + 1
+    candidates = {}
+    for name in sorted(counts, key=counts.get, reverse=True)[:most]:
+        having = [comparable(url, frozenset({name})) for url, found in names.items() if name in found]
+        if counts[name] >= min_links and counts[name] >= coverage * len(having) and len(set(having)) == len(having):
+            candidates[name] = frozenset({name})
+    if not candidates:
+        return {}
+    gone: dict[str, set[str]] = {name: set() for name in candidates}
+    for url in known():
+        if url not in names:
+            for name in param_names(url) & candidates.keys():
+                gone[name].add(comparable(url, candidates[name]))
+    renewed = {}
+    for name, ignore in candidates.items():
+        hits = sum(comparable(url, ignore) in gone[name] for url in new if name in param_names(url))
+        having = sum(name in found for found in names.values())
+        if hits >= min_links and hits >= coverage * having:
+            renewed[name] = hits
+    return renewed
 
 
 def _canonical(url: str) -> str:
@@ -209,6 +259,10 @@ def is_link_local(address: str) -> bool:
     return _unwrapped(address).is_link_local
 
 
+# Top-level names reserved never to resolve (RFC 2606/6761): asking DNS would only leak the query.
+NEVER_RESOLVED = frozenset({"example", "invalid"})
+
+
 def check_public(url: str, allow_private: bool = False) -> None:
     """Raise :class:`BadURL` unless every address the URL's host resolves to may be fetched.
 
@@ -219,11 +273,18 @@ def check_public(url: str, allow_private: bool = False) -> None:
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
-        infos = socket.getaddrinfo(host, parts.port or _DEFAULT_PORTS.get(parts.scheme, 80), proto=socket.IPPROTO_TCP)
+        reserved = host.rstrip(".").rpartition(".")[2] in NEVER_RESOLVED
+        if reserved:
+            host.encode("idna")  # the label checks a lookup would make
+            infos = []
+        else:
+            infos = socket.getaddrinfo(host, parts.port or _DEFAULT_PORTS.get(parts.scheme, 80), proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
         raise Unresolvable(f"cannot resolve {host}: {exc.strerror}") from None
     except ValueError as exc:  # a bad port, an unclosed "[", a host label IDNA refuses (UnicodeError)
         raise BadURL(f"{url[:200]!r} is not a valid URL: {exc}") from None
+    if reserved:
+        raise Unresolvable(f"cannot resolve {host}: a reserved name (RFC 6761) that no DNS answers")
     for info in infos:
         reason = address_refusal(info[4][0], allow_private)
         if reason is not None:

@@ -1,9 +1,11 @@
 """Real receivers on loopback for alert delivery tests: a webhook endpoint that can fail
-on purpose, and an SMTP server (aiosmtpd) that keeps what it is sent."""
+on purpose or close its port, and an SMTP server (aiosmtpd) that keeps what it is sent."""
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,8 +18,8 @@ from tests.helpers import send
 
 class WebhookReceiver:
     """Accepts JSON POSTs on ``url``; answers 500 to the first ``fail_first`` requests and
-    to every request while ``down`` is set. ``bodies`` keeps each accepted body with its
-    headers."""
+    to every request while ``down`` is set; refuses connections between :meth:`close` and
+    :meth:`reopen`. ``accepted`` keeps each accepted body with its headers."""
 
     def __init__(self, fail_first: int = 0) -> None:
         self.fail_first = fail_first
@@ -40,9 +42,22 @@ class WebhookReceiver:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.handler = Handler
+        self.server = self._serve(0)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _serve(self, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), self.handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    def close(self) -> None:
+        """Close the port: a sender's connection is refused, as by a host whose service is down."""
+        self.stop()
+
+    def reopen(self) -> None:
+        """Listen on the same port again."""
+        self.server = self._serve(self.server.server_address[1])
 
     def alerts(self) -> list[dict]:
         """Every alert accepted, in order, duplicates included."""
@@ -55,15 +70,23 @@ class WebhookReceiver:
 
 
 class SmtpReceiver:
-    """An SMTP server on loopback (no TLS, no login) keeping every message it receives."""
+    """An SMTP server on loopback (no TLS, no login) keeping every message it receives and
+    when (``arrived``). With ``stall``, it keeps a message but answers only once ``answer``
+    is set: a sender stopped meanwhile cannot know the message arrived."""
 
-    def __init__(self) -> None:
+    def __init__(self, stall: bool = False) -> None:
         self.messages: list[EmailMessage] = []
+        self.arrived: list[float] = []
+        self.answer = threading.Event()
+        if not stall:
+            self.answer.set()
         receiver = self
 
         class Handler:
             async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd naming
                 receiver.messages.append(message_from_bytes(envelope.content, policy=policy.default))
+                receiver.arrived.append(time.time())
+                await asyncio.get_running_loop().run_in_executor(None, receiver.answer.wait, 120)
                 return "250 OK"
 
         self.port = free_port()
@@ -71,4 +94,5 @@ class SmtpReceiver:
         self.controller.start()
 
     def stop(self) -> None:
+        self.answer.set()
         self.controller.stop()

@@ -1,6 +1,8 @@
 """The fast engine (lexbor) gives exactly the reference engine's (html5lib) links: URL,
 text and breadth-first order, on every page of the shared corpus and on generated
-malformed markup that exercises the corners of the HTML5 tree-construction algorithm.
+malformed markup that exercises the corners of the HTML5 tree-construction algorithm; and
+for a watch's CSS selector (lexbor's selector engine against soupsieve), the same links of
+the same regions on every corpus page.
 
 Where html5lib 1.1 (2020) predates the current standard, lexbor follows the standard and
 browsers, and the two cannot agree; the generator keeps these apart, and the tests at the
@@ -16,7 +18,7 @@ import random
 
 import pytest
 
-from monitor.parsing import ENGINES, decode_html
+from monitor.parsing import ENGINES, NoRegion, decode_html
 from tests.test_corpus import PAGES, page_url
 
 SEED = 20261122
@@ -89,6 +91,36 @@ def test_both_engines_give_the_same_links_on_malformed_markup() -> None:
         assert _pairs("lexbor", html, url) == reference, f"the engines differ on: {html!r}"
         with_links += bool(reference)
     assert with_links > DOCUMENTS // 2, "the generator must produce documents with links"
+
+
+# What watches select on real pages: landmarks, ids and classes, attribute and structural
+# pseudo-classes, combinators, regions that nest and anchors matched themselves.
+SELECTORS = ["main, #content, .content, article, section section", "nav, footer, [class*=teaser]",
+             "li:nth-child(2n+1) > a, h2 > a, div:not([class]) > a[href^='/']", "div"]
+
+
+def _selected(engine: str, html: str, url: str, selector: str) -> list[tuple[str, str]] | str:
+    """The selected links, or the error a selector matching nothing raises."""
+    try:
+        return [(link.url, link.text) for link in ENGINES[engine](html, url, None, selector)]
+    except NoRegion as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("path", PAGES, ids=[path.name for path in PAGES])
+def test_both_engines_select_the_same_regions_on_real_pages(path) -> None:
+    html = decode_html(path.read_bytes())
+    for selector in SELECTORS:
+        assert _selected("lexbor", html, page_url(path), selector) == \
+            _selected("html5lib", html, page_url(path), selector), selector
+
+
+def test_the_selectors_find_links_on_most_corpus_pages() -> None:
+    """The parity test above compares links, not only "matched nothing" on both sides."""
+    for selector in SELECTORS:
+        found = sum(isinstance(_selected("lexbor", decode_html(path.read_bytes()), page_url(path), selector), list)
+                    for path in PAGES)
+        assert found > len(PAGES) // 3, f"{selector!r} matched on {found} pages only"
 
 
 @pytest.mark.parametrize("html, expected", [

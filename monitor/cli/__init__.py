@@ -39,6 +39,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"monitor: error: {message} (see `{self.prog} --help`)\n")
 
 
+IGNORE_PARAM = "compare its links without this query parameter (a session id, a cache-buster); repeatable"
+
 # Options whose value may start with "-": argparse would take `--interval -5m` for two
 # options and say "expected one argument"; joined, the value is checked and refused by name.
 _VALUE_OPTIONS = ("--interval", "--since", "--limit", "--every", "--duration")
@@ -84,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", help="how often to check: 30s, 5m, 2h, 1d (default 5m)")
     p.add_argument("--name")
     p.add_argument("--tag")
+    p.add_argument("--selector", metavar="CSS", help="only links inside the regions this CSS selector matches ('main, #latest')")
+    p.add_argument("--ignore-param", action="append", metavar="NAME", help=IGNORE_PARAM)
     p.set_defaults(func=_lazy("watches", "cmd_watch_add"))
     p = watch.add_parser("list", help="the watch list with its last results")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -95,12 +99,21 @@ def build_parser() -> argparse.ArgumentParser:
         p = watch.add_parser(name, help=f"{name} checking a watch")
         p.add_argument("id", metavar="ID|URL")
         p.set_defaults(func=_lazy("watches", "cmd_watch_enable"))
-    p = watch.add_parser("set", help="change a watch's interval")
+    p = watch.add_parser("set", help="change a watch's interval or selector")
     p.add_argument("id", metavar="ID|URL")
     p.add_argument("--interval")
+    p.add_argument("--selector", metavar="CSS", help="only links inside the regions it matches ('' for the whole page)")
+    p.add_argument("--ignore-param", action="append", metavar="NAME", help=IGNORE_PARAM + " ('' for none)")
+    p.add_argument("--forget-volatile", action="store_true",
+                   help="compare its links with the query parameters found to change on every check again")
     p.set_defaults(func=_lazy("watches", "cmd_watch_set"))
-    p = watch.add_parser("import", help="add watches from a file: one URL per line, or CSV url,interval,name,tag")
+    p = watch.add_parser("import", help="add watches from a file: URLs one per line, CSV url,interval,name,tag, "
+                                        "urlwatch's urls.yaml, OPML, changedetection.io's export")
     p.add_argument("file")
+    # The names are checked by the command: listing them here from monitor.imports would
+    # import it (and its parsers) at every start of every command.
+    p.add_argument("--format", default="auto",
+                   help="auto (the default: from the extension and content), list, csv, urlwatch, opml or changedetection")
     p.set_defaults(func=_lazy("watches", "cmd_watch_import"))
     watch.add_parser("export", help="print the watch list as CSV (import reads it back)").set_defaults(func=_lazy("watches", "cmd_watch_export"))
     p = watch.add_parser("recheck", help="check now, regardless of the schedule")
@@ -130,10 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sink", metavar="NAME")
     p.set_defaults(func=_lazy("sinks", "cmd_alerts_retry"))
 
-    rules = sub.add_parser("filter", help="rules that hold back alerts: keywords, URL patterns, same site").add_subparsers(
+    rules = sub.add_parser("filter", help="rules that hold back alerts: keywords, URL patterns, same site, noise").add_subparsers(
         dest="command", required=True, metavar="ACTION")
     p = rules.add_parser("add", help="add a rule (held-back links are still recorded, never alerted later)")
-    p.add_argument("rule", choices=["include", "exclude", "url-allow", "url-deny", "same-site"])
+    p.add_argument("rule", choices=["include", "exclude", "url-allow", "url-deny", "same-site", "noise"])
     p.add_argument("pattern", nargs="?", metavar="PATTERN", help="words, or /a regular expression/ (case-insensitive)")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--watch", metavar="ID|URL", help="for this watch only")
@@ -157,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--tag", help="only the alerts of watches with this tag")
     p.add_argument("--secret", help="webhook: sign each body (X-Monitor-Signature: sha256=HMAC)")
     p.add_argument("--header", action="append", metavar="'NAME: VALUE'", help="webhook: add a header (repeatable)")
+    p.add_argument("--digest", metavar="DURATION", help="email: one mail per period (e.g. 15m) listing its alerts")
     p.set_defaults(func=_lazy("sinks", "cmd_sink_add"))
     p = sink.add_parser("list", help="sinks (secrets masked) with delivered, pending, failed, failing since, last error")
     p.add_argument("--json", action="store_true")
@@ -178,8 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ctl", help="run supervisorctl against this stack (e.g. `monitor ctl status`)")
     p.add_argument("args", nargs=argparse.REMAINDER)
     p.set_defaults(func=None)
-    p = sub.add_parser("check", help="fetch one page once and print its links (touches no store)")
+    p = sub.add_parser("check", help="fetch one page once, print its links and those a noise rule would drop")
     p.add_argument("url")
+    p.add_argument("--selector", metavar="CSS", help="only links inside the regions this CSS selector matches")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_lazy("operations", "cmd_check"), home="none")
     proxy = sub.add_parser("proxy", help="the proxy pool (VPN exits)").add_subparsers(dest="command", required=True, metavar="ACTION")

@@ -6,7 +6,7 @@ import sys
 import time
 
 from monitor import amqp, broker, deadletters, stack
-from monitor.check import check_page
+from monitor.check import check_page, noise_of
 from monitor.cli.common import RuntimeFailure, UsageError, cost, print_json, ts, watch_url
 from monitor.log import get_logger
 from monitor.messages import Job
@@ -134,16 +134,24 @@ def cmd_down(args, config, store) -> None:
 
 def cmd_check(args, config, store) -> None:
     url, _ = watch_url(args.url, config)
-    task = check_page(Job(url, 0), config)
+    selector = None
+    if args.selector is not None:
+        from monitor.cli.watches import checked_selector  # (that module imports the import formats' parsers)
+        selector = checked_selector(args.selector)
+    task = check_page(Job(url, 0, selector=selector), config)
     if task.status != "ok":
         raise RuntimeFailure(f"{url}: {task.error}")
+    dropped, note = noise_of(task, config.db_path)
     for link in task.context:
         if args.json:
-            print_json(link)
+            print_json({**link, "dropped": dropped[link["url"]]} if link["url"] in dropped else link)
         else:
             print(f"{link['url']}  {link['text']}")
     if not args.json:
-        print(f"# {len(task.context)} links from {task.final_url} in {task.elapsed_ms} ms (HTTP {task.http_status})", file=sys.stderr)
+        for link_url, reason in dropped.items():
+            print(f"dropped ({reason}): {link_url}")
+        print(f"# {len(task.context)} links from {task.final_url} in {task.elapsed_ms} ms (HTTP {task.http_status}); "
+              f"a noise rule would drop {len(dropped)}" + (f" ({note})" if note else ""), file=sys.stderr)
 
 
 
@@ -203,7 +211,8 @@ def cmd_demo(args, config, store) -> None:
                          "broker (vhost) of the demo's own")
     demo = dataclasses.replace(config, home=config.home / "demo", allow_private=True, amqp_port=None)
     site = LocalSite().start()
-    url = site.add_page("/", [(f"/stories/{n}", f"Story number {n}") for n in range(1, 4)])
+    # As many stories as a homepage shows at least: fewer would not be taken as the baseline at once.
+    url = site.add_page("/", [(f"/stories/{n}", f"Story number {n}") for n in range(1, 9)])
     site.autopublish("/", every=args.every)
     print(f"demo site on {url}: a new story every {args.every:g}s; starting a stack under {demo.home}", flush=True)
     demo_store = open_store(demo.db_path)

@@ -1,15 +1,33 @@
 """Alert delivery: ``monitor sink ...`` (where alerts go) and ``monitor alerts failed|retry``
-(the deliveries given up on)."""
+(the deliveries given up on). The sink and filter commands first apply the sinks and
+filters the TOML file declares (:mod:`monitor.sinks.declared`), so they act on what the
+file says now."""
 from __future__ import annotations
 
-import re
+import sys
 import time
 
+from monitor import config as configuration
 from monitor.cli.common import RuntimeFailure, UsageError, find_watch, print_json, table, ts
-from monitor.sinks.channels import KINDS, BadTarget, DeliveryFailed, build, mask
-from monitor.store import Duplicate, NotFound
+from monitor.durations import format_duration, parse_duration
+from monitor.sinks import declared
+from monitor.sinks.channels import KINDS, NAME, BadTarget, DeliveryFailed, build, mask
+from monitor.store import Declared, Duplicate, NotFound
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+def apply_declarations(config, store) -> None:
+    """Sync the TOML file's sinks and filters into the store; warn of those left out. Run
+    where there is no TOML file, the command leaves the declared ones alone: they are the
+    notifier's file's to change, not to be dropped for a command run from another directory."""
+    if not configuration.config_file().exists():
+        return
+    for problem in declared.sync(store, config, time.time()).problems:
+        print(f"monitor: warning: {configuration.config_file()}: {problem}", file=sys.stderr)
+
+
+def declared_here(what: str) -> UsageError:
+    """The error of a command that would change a sink or filter the TOML file declares."""
+    return UsageError(f"{what} is declared in {configuration.config_file()}: remove it there")
 
 
 def _options(args) -> dict:
@@ -19,20 +37,24 @@ def _options(args) -> dict:
     headers = {}
     for header in args.header or []:
         name, sep, value = header.partition(":")
-        if not sep or not re.fullmatch(r"[A-Za-z0-9-]+", name.strip()):
+        if not sep:
             raise UsageError(f"--header {header!r}: write it as 'Name: value'")
         headers[name.strip()] = value.strip()
     if headers:
         options["headers"] = headers
+    if args.digest:
+        try:
+            options["digest"] = parse_duration(args.digest)
+        except ValueError as exc:
+            raise UsageError(f"--digest: {exc}") from None
     return options
 
 
 def cmd_sink_add(args, config, store) -> None:
+    apply_declarations(config, store)
     name = args.name or f"{args.kind}-{len(store.sink_names()) + 1}"
-    if not _NAME.match(name):
+    if not NAME.match(name):
         raise UsageError(f"sink name {name!r}: letters, digits, '.', '_' and '-', at most 64")
-    if (args.secret or args.header) and args.kind != "webhook":
-        raise UsageError("--secret and --header are for webhook sinks")
     options = _options(args)
     try:
         build(args.kind, args.target, options)
@@ -44,35 +66,50 @@ def cmd_sink_add(args, config, store) -> None:
     except Duplicate as exc:
         raise UsageError(str(exc)) from None
     scope = f"watch {watch_id}" if watch_id else f"tag {args.tag!r}" if args.tag else "every watch"
-    print(f"added sink {name}: {args.kind} {mask(args.target)} for the alerts of {scope} from now on")
+    digest = f", a digest mail every {format_duration(options['digest'])} at most" if args.digest else ""
+    print(f"added sink {name}: {args.kind} {mask(args.target)} for the alerts of {scope} from now on{digest}")
+
+
+def _kind(sink) -> str:
+    """A sink's kind, and its digest period when it gathers alerts (they show as pending meanwhile)."""
+    digest = sink.options.get("digest")
+    return f"{sink.kind}, digest {format_duration(digest)}" if digest else sink.kind
 
 
 def cmd_sink_list(args, config, store) -> None:
+    apply_declarations(config, store)
     sinks = store.list_sinks()
     if args.json:
         for sink in sinks:
             print_json({"name": sink.name, "kind": sink.kind, "target": mask(sink.target), "watch_id": sink.watch_id,
-                        "tag": sink.tag, "delivered": sink.delivered, "pending": sink.pending, "failed": sink.failed,
+                        "tag": sink.tag, "digest": sink.options.get("digest"), "declared": sink.declared,
+                        "delivered": sink.delivered, "pending": sink.pending, "failed": sink.failed,
                         "failing_since": sink.failing_since, "last_error": sink.last_error})
         return
     if not sinks:
         print("no sinks: alerts go to alerts.jsonl and the log only (add one with `monitor sink add KIND TARGET`)")
         return
-    print(table(["NAME", "KIND", "TARGET", "FOR", "DELIVERED", "PENDING", "FAILED", "FAILING SINCE", "LAST ERROR"],
-                [[s.name, s.kind, mask(s.target), f"watch {s.watch_id}" if s.watch_id else f"tag {s.tag}" if s.tag else "all",
-                  str(s.delivered), str(s.pending), str(s.failed), ts(s.failing_since), (s.last_error or "-")[:80]]
+    print(table(["NAME", "KIND", "TARGET", "FOR", "FROM", "DELIVERED", "PENDING", "FAILED", "FAILING SINCE",
+                 "LAST ERROR"],
+                [[s.name, _kind(s), mask(s.target), f"watch {s.watch_id}" if s.watch_id else f"tag {s.tag}" if s.tag else "all",
+                  configuration.config_file().name if s.declared else "cli", str(s.delivered), str(s.pending),
+                  str(s.failed), ts(s.failing_since), (s.last_error or "-")[:80]]
                  for s in sinks]))
 
 
 def cmd_sink_remove(args, config, store) -> None:
+    apply_declarations(config, store)
     try:
         store.remove_sink(args.name)
     except NotFound as exc:
         raise UsageError(str(exc)) from None
+    except Declared:
+        raise declared_here(f"sink {args.name}") from None
     print(f"removed sink {args.name} (its pending deliveries are dropped)")
 
 
 def cmd_sink_test(args, config, store) -> None:
+    apply_declarations(config, store)
     try:
         sink = store.get_sink(args.name)
     except NotFound as exc:

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import csv
-import io
 import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from monitor import imports
 from monitor.cli.common import (
     UsageError,
     cost,
@@ -25,15 +25,43 @@ from monitor.urls import MASK, redact
 
 
 # --- watch ---------------------------------------------------------------------------------
+def checked_selector(selector: str) -> str:
+    """A ``--selector`` value, checked (UsageError with the reason when it cannot be read)."""
+    from monitor.parsing.regions import BadSelector, check_selector
+
+    try:
+        return check_selector(selector)
+    except BadSelector as exc:
+        raise UsageError(f"--selector: {exc}") from None
+
+
+def checked_params(names: list[str]) -> list[str]:
+    """``--ignore-param`` values: query parameter names, lower case ('' alone: none)."""
+    if names == [""]:
+        return []
+    for name in names:
+        if not name or len(name) > 100 or any(char in name for char in "&=?# \t\n"):
+            raise UsageError(f"--ignore-param: {name[:100]!r} is not a query parameter name (as in ?sid=...)")
+    return sorted({name.lower() for name in names})
+
+
+def _region(selector: str) -> str:
+    return f"only links inside {selector!r}" if selector else "every link of the page"
+
+
 def cmd_watch_add(args, config, store) -> None:
     interval = interval_seconds(args.interval, config)
     url, warning = watch_url(args.url, config)
+    selector = "" if args.selector is None else checked_selector(args.selector)
+    params = checked_params(args.ignore_param or [""])
     try:
-        watch = store.add_watch(url, interval, args.name, args.tag)
+        watch = store.add_watch(url, interval, args.name, args.tag, selector=selector)
     except Duplicate as exc:
         raise UsageError(str(exc)) from None
+    if params:
+        watch = store.set_ignore_params(watch.id, params)
     print(f"added watch {watch.id}: {redact(watch.url)} every {format_duration(watch.interval_s)} "
-          f"(first check at {ts(watch.next_due)})")
+          f"(first check at {ts(watch.next_due)})" + (f", {_region(selector)}" if selector else ""))
     if warning:
         print(f"monitor: warning: {warning}", file=sys.stderr)
 
@@ -42,7 +70,8 @@ def _watch_dict(watch) -> dict:
     return {"id": watch.id, "url": redact(watch.url), "name": watch.name, "tag": watch.tag, "interval": format_duration(watch.interval_s),
             "enabled": watch.enabled, "last_check": watch.last_check, "last_status": watch.last_status,
             "last_elapsed_ms": watch.last_elapsed_ms, "cost_ms": watch.cost_ms, "links_known": watch.links_known, "new_links": watch.new_links,
-            "next_due": watch.next_due, "in_flight": watch.in_flight_since is not None}
+            "next_due": watch.next_due, "in_flight": watch.in_flight_since is not None, "selector": watch.selector,
+            "ignore_params": watch.ignore_params.split(), "volatile_params": watch.volatile_params.split()}
 
 
 def _status_line(watch, disabled: dict[str, str]) -> str:
@@ -51,6 +80,9 @@ def _status_line(watch, disabled: dict[str, str]) -> str:
     host = urlsplit(watch.url).hostname or ""
     if status.startswith("skipped") and host in disabled:
         status += f" ({disabled[host]}; `monitor hosts enable {host}` lifts it)"
+    if watch.volatile_params:
+        names = ", ".join(f"?{name}" for name in watch.volatile_params.split())
+        status += f"; links compared without {names} (changes on every check)"
     return status
 
 
@@ -84,45 +116,93 @@ def cmd_watch_enable(args, config, store) -> None:
 
 
 def cmd_watch_set(args, config, store) -> None:
-    if args.interval is None:
-        raise UsageError("nothing to set: give --interval")
-    watch = store.update_watch(watch_id_of(store, args.id), interval_s=interval_seconds(args.interval, config))
-    print(f"watch {watch.id} now every {format_duration(watch.interval_s)}")
+    if args.interval is None and args.selector is None and args.ignore_param is None and not args.forget_volatile:
+        raise UsageError("nothing to set: give --interval, --selector, --ignore-param or --forget-volatile")
+    watch_id = watch_id_of(store, args.id)
+    # Everything is checked before anything changes.
+    interval = None if args.interval is None else interval_seconds(args.interval, config)
+    selector = None if args.selector in (None, "") else checked_selector(args.selector)
+    params = None if args.ignore_param is None else checked_params(args.ignore_param)
+    if args.forget_volatile:
+        watch = store.forget_volatile_params(watch_id)
+        print(f"watch {watch.id} compares its links with every parameter again, but those it ignores itself "
+              "(known links stay known)")
+    if params is not None:
+        watch = store.set_ignore_params(watch_id, params)
+        print(f"watch {watch.id} now compares its links without " +
+              (", ".join(f"?{name}" for name in params) if params else "no parameter of its own") +
+              " (known links stay known)")
+    if interval is not None:
+        watch = store.update_watch(watch_id, interval_s=interval)
+        print(f"watch {watch.id} now every {format_duration(watch.interval_s)}")
+    if args.selector is not None:
+        before = store.get_watch(watch_id).selector
+        watch = store.set_selector(watch_id, selector or "")
+        if watch.selector == before:
+            print(f"watch {watch.id} keeps {_region(watch.selector)} (unchanged)")
+        else:
+            print(f"watch {watch.id} now keeps {_region(watch.selector)}: checked again at once, and the links "
+                  "it finds there are recorded without alerts (the region's new links alert from then on)")
 
 
-def _import_rows(text: str) -> list[tuple[int, dict[str, str]]]:
-    """``(line number, row)`` of an import file: plain URLs, or CSV with the columns
-    url,interval,name,tag,enabled (a header line naming them is optional)."""
-    reader = csv.reader(io.StringIO(text))
-    rows = [(reader.line_num, row) for row in reader
-            if row and row[0].strip() and not row[0].lstrip().startswith("#")]
-    keys = ["url", "interval", "name", "tag", "enabled"]
-    if rows and rows[0][1][0].strip().lower() == "url":
-        keys = [cell.strip().lower() for cell in rows[0][1]]
-        rows = rows[1:]
-    return [(line, dict(zip(keys, (cell.strip() for cell in row)))) for line, row in rows]
+class _Progress:
+    """``importing 1200/5000`` on one line of stderr, rewritten in place: only on a terminal
+    (a log or a pipe would get every step as its own line) and only for a long import (a
+    short one is over before anyone could read it)."""
+
+    AFTER_ROWS = 200
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.shown = total > self.AFTER_ROWS and sys.stderr.isatty()
+        self.width = 0
+
+    def step(self, done: int) -> None:
+        if self.shown:
+            text = f"importing {done}/{self.total} ({100 * done // self.total}%)"
+            self.width = len(text)
+            print(f"\r{text}", end="", file=sys.stderr, flush=True)
+
+    def say(self, line: str) -> None:
+        """Print a line of its own on stderr where the counter was (the next step redraws it)."""
+        self.clear()
+        print(line, file=sys.stderr)
+
+    def clear(self) -> None:
+        if self.width:
+            print("\r" + " " * self.width + "\r", end="", file=sys.stderr, flush=True)
+            self.width = 0
 
 
 def cmd_watch_import(args, config, store) -> None:
+    if args.format not in ("auto", *imports.READERS):
+        raise UsageError(f"unknown format {args.format[:40]!r}: one of auto, {', '.join(imports.READERS)}")
     try:
-        text = Path(args.file).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        rows = imports.read(Path(args.file).read_bytes(), args.file, args.format)
+    except (OSError, imports.ImportFileError) as exc:
         raise UsageError(f"cannot read {args.file}: {exc}") from None
     added = duplicates = invalid = 0
-    for line, row in _import_rows(text):
+    progress = _Progress(len(rows))
+    for done, row in enumerate(rows, start=1):
+        progress.step(done)
         try:
-            interval = interval_seconds(row.get("interval") or None, config)
-            url, _ = watch_url(row.get("url", ""), config)
-            if urlsplit(row["url"]).password == MASK:
+            if row.refused:
+                raise UsageError(row.refused)
+            interval = interval_seconds(row.interval, config)
+            url, _ = watch_url(row.url, config)
+            if urlsplit(row.url).password == MASK:
                 raise UsageError("its password is masked (export never prints one): add it with the password")
-            enabled = row.get("enabled", "").lower() not in ("0", "false", "no", "off")
-            store.add_watch(url, interval, row.get("name") or None, row.get("tag") or None, enabled=enabled)
+            store.add_watch(url, interval, row.name, row.tag, enabled=row.enabled)
             added += 1
         except Duplicate:
             duplicates += 1
         except UsageError as exc:
             invalid += 1
-            print(f"line {line}: refused: {exc}", file=sys.stderr)
+            progress.say(f"{row.where}: refused: {exc}")
+        else:
+            for note in row.notes:
+                progress.say(f"{row.where}: {note}")
+    progress.clear()
     print(f"imported: {added} added, {duplicates} skipped as duplicates, {invalid} refused as invalid")
 
 

@@ -14,6 +14,7 @@ import re
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from monitor.parsing.links import HIDDEN_TEXT, Link, LinkList, Resolver, document_base, normalise_text
+from monitor.parsing.regions import NoRegion
 
 HTML, SVG, MATHML = "html", "svg", "math"
 # What the children of an element are parsed as (the tree-construction rules for foreign
@@ -99,17 +100,29 @@ def _text(anchor: LexborNode, has_hidden: bool) -> str:
     return normalise_text(" ".join(parts))
 
 
-def extract(html: str, page_url: str, limit: int | None) -> list[Link]:
-    """Every link of the page, breadth-first (see :mod:`monitor.parsing`)."""
-    tree = LexborHTMLParser(html)
-    base = tree.css_first("base[href]")
-    base_href = None if base is None else base.attributes.get("href") or ""
-    links = LinkList(Resolver(document_base(page_url, base_href)), limit)
-    ancestry = _Ancestry(_FOREIGN.search(html) is not None)
+def _regions(tree: LexborHTMLParser, selector: str | None) -> list:
+    """The outermost elements ``selector`` matches, in document order (the whole document
+    without a selector; template content is a fragment of its own, never matched); NoRegion
+    when there are none."""
+    if selector is None:
+        return [tree]
+    regions: list[LexborNode] = []
+    for region in tree.css(selector):
+        # Matches come in document order: a region is nested only in the last one kept.
+        if not regions or all(ancestor.mem_id != regions[-1].mem_id for ancestor in _ancestors(region)):
+            regions.append(region)
+    if not regions:
+        raise NoRegion(selector)
+    return regions
+
+
+def _walk(region, ancestry: _Ancestry, links: LinkList) -> bool:
+    """Add the links of ``region`` (itself included: lexbor's ``css`` matches the node it is
+    called on too), breadth-first; False once the limit is reached."""
     placed = []
     with_hidden = set()  # anchors holding script or style: only those need the slower text walk
     # One pass of the selector engine finds both (in document order).
-    for order, node in enumerate(tree.css("a, a script, a style")):
+    for order, node in enumerate(region.css("a, a script, a style")):
         if node.tag != "a":
             with_hidden.update(ancestor.mem_id for ancestor in _ancestors(node) if ancestor.tag == "a")
             continue
@@ -122,8 +135,21 @@ def extract(html: str, page_url: str, limit: int | None) -> list[Link]:
         href = attributes.get("href", False)
         if href is False and namespace == SVG:
             href = attributes.get("xlink:href", False)
-        url = None if href is False else links.new_url(href or "")
-        if url is not None and not links.append(url, _text(anchor, anchor.mem_id in with_hidden)):
+        if href is not False and not links.add(href or "", lambda: _text(anchor, anchor.mem_id in with_hidden)):
+            return False
+    return True
+
+
+def extract(html: str, page_url: str, limit: int | None, selector: str | None = None) -> list[Link]:
+    """Every link of the page, or of the regions ``selector`` matches, breadth-first (see
+    :mod:`monitor.parsing` and :mod:`monitor.parsing.regions`)."""
+    tree = LexborHTMLParser(html)
+    base = tree.css_first("base[href]")
+    base_href = None if base is None else base.attributes.get("href") or ""
+    links = LinkList(Resolver(document_base(page_url, base_href)), limit)
+    ancestry = _Ancestry(_FOREIGN.search(html) is not None)
+    for region in _regions(tree, selector):
+        if not _walk(region, ancestry, links):
             break
     return links.links
 

@@ -1,5 +1,6 @@
 """The link rules both parse engines share: what an anchor's URL and text are, which base
-they resolve against, and how the page's list is kept (each URL once, first wins, capped).
+they resolve against, and how the page's list is kept (each URL once, where it first
+appears, with the first text that is not empty; capped).
 
 * URL: the ``href`` (for an SVG ``<a>`` without one, ``xlink:href``: browsers follow both)
   resolved against the document base, kept when it is http(s), fragment dropped,
@@ -16,6 +17,7 @@ they resolve against, and how the page's list is kept (each URL once, first wins
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 from urllib.parse import urljoin
 
 from monitor.messages import MAX_LINK_TEXT, MAX_STRING
@@ -108,22 +110,39 @@ def normalise_text(text: str) -> str:
     return " ".join(text.split())
 
 
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_LINK_TEXT else text[:MAX_LINK_TEXT].rstrip()
+
+
 class LinkList:
-    """The page's links in order, each URL once (first occurrence wins), at most ``limit``."""
+    """The page's links in order, each URL once (where it first appears), at most ``limit``.
+
+    A link's text is the first one that is not empty: a teaser image linking to a story
+    usually comes before the headline linking to it, and the headline is what a person
+    (and the noise rule, :mod:`monitor.filters`) reads."""
 
     def __init__(self, resolver: Resolver, limit: int | None) -> None:
         self.resolver = resolver
         self.limit = limit
         self.links: list[Link] = []
         self.seen: set[str] = set()
+        self.untitled: dict[str, int] = {}  # URL -> position of its link, while its text is empty
 
-    def new_url(self, href: str) -> str | None:
-        """The URL of an anchor's ``href`` when it is a web link not seen yet on this page."""
+    def add(self, href: str, text: Callable[[], str]) -> bool:
+        """Add the link of an anchor's ``href`` (``text`` is called only when the text is
+        needed); False once the limit is reached (stop walking)."""
         url = self.resolver.resolve(href)
-        return None if url is None or url in self.seen or len(url) > MAX_STRING else url
-
-    def append(self, url: str, text: str) -> bool:
-        """Add a link (a URL from :meth:`new_url`); False once the limit is reached (stop walking)."""
+        if url is None or len(url) > MAX_STRING:
+            return True
+        if url in self.seen:
+            if url in self.untitled:
+                found = text()
+                if found:
+                    self.links[self.untitled.pop(url)] = Link(url, _cut(found))
+            return True
         self.seen.add(url)
-        self.links.append(Link(url, text if len(text) <= MAX_LINK_TEXT else text[:MAX_LINK_TEXT].rstrip()))
+        found = text()
+        if not found:
+            self.untitled[url] = len(self.links)
+        self.links.append(Link(url, _cut(found)))
         return self.limit is None or len(self.links) < self.limit

@@ -4,7 +4,9 @@ Each kind is a small class registered with :func:`kind`; its docstring is its us
 documentation (``monitor sink kinds`` prints it). A channel is built from a sink's TARGET
 and options, refusing a bad one with a one-line :class:`BadTarget` before anything is
 stored, and ``send(alerts)`` delivers up to ``batch`` alerts or raises
-:class:`DeliveryFailed` with a one-line reason. An alert is a dict: ``alert_id``,
+:class:`DeliveryFailed` with a one-line reason. A channel that gathers alerts (an e-mail
+digest) says for how long in ``hold``: the notifier keeps its due alerts back until the
+oldest has waited that long, or ``batch`` are waiting. An alert is a dict: ``alert_id``,
 ``watch_id``, ``baseUrl`` (the watched page), ``watch_name``, ``tag``, ``url``, ``text``,
 ``first_seen``.
 """
@@ -25,10 +27,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import urllib3
 
+from monitor.durations import MAXIMUM, format_duration
 from monitor.urls import redact
 
 USER_AGENT = "homepage-monitor/0.1 (alert delivery)"
 PUBLIC_FIELDS = ("alert_id", "watch_id", "baseUrl", "watch_name", "tag", "url", "text", "first_seen")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # a sink's name, as commands and the TOML file write it
+DIGEST_MOST = 500  # alerts in one digest mail: past it, the mail goes at once and a new digest starts
 
 
 class BadTarget(ValueError):
@@ -41,7 +46,8 @@ class DeliveryFailed(RuntimeError):
 
 class Channel(Protocol):
     kind: ClassVar[str]
-    batch: ClassVar[int]  # alerts per send()
+    batch: int  # alerts per send()
+    hold: float  # seconds the oldest due alert waits for others to join its send (0: none)
 
     def send(self, alerts: list[dict]) -> None: ...
 
@@ -83,6 +89,13 @@ def mask(target: str) -> str:
     return f"{scheme}://{user}{shown}{tail}"
 
 
+def refuse_options(kind_name: str, options: dict, allowed: set[str]) -> None:
+    """Raise :class:`BadTarget` for an option ``kind_name`` sinks do not take."""
+    for option in sorted(set(options) - allowed):
+        takes = f" (only {', '.join(sorted(allowed))})" if allowed else ""
+        raise BadTarget(f"{kind_name} sinks take no {option} option{takes}")
+
+
 def public(alert: dict) -> dict:
     """The fields an alert carries to a channel."""
     return {field: alert.get(field) for field in PUBLIC_FIELDS}
@@ -94,6 +107,10 @@ def _when(alert: dict) -> str:
 
 def _page(alert: dict) -> str:
     return alert.get("watch_name") or redact(alert["baseUrl"])
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 @kind
@@ -111,14 +128,19 @@ class Webhook:
 
     kind = "webhook"
     batch = 100
+    hold = 0.0
 
     def __init__(self, target: str, options: dict) -> None:
         parts = urlsplit(target)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BadTarget(f"{mask(target)}: a webhook TARGET is an http:// or https:// URL")
+        refuse_options(self.kind, options, {"secret", "headers"})
         self.target = target
         self.secret = options.get("secret")
         self.headers = dict(options.get("headers") or {})
+        for name, value in self.headers.items():
+            if not re.fullmatch(r"[A-Za-z0-9-]+", name) or not isinstance(value, str) or "\n" in value:
+                raise BadTarget(f"header {name!r}: a name of letters, digits and '-', a value of one line")
         self.http = urllib3.PoolManager(num_pools=2, maxsize=1, retries=False,
                                         timeout=urllib3.Timeout(connect=5.0, read=15.0))
 
@@ -144,16 +166,24 @@ class Email:
     page and when the link was first seen, in plain text and HTML. smtps:// speaks TLS from
     the start (port 465), starttls=1 upgrades a plain connection (port 587); several to=
     are allowed; leave out user:password@ for a server without login.
+    Option: --digest 15m sends one mail per period instead: the alerts of the 15 minutes
+    after the first, grouped by watched page, subject "12 new links on 3 pages" (at most
+    500 alerts a mail). A digest that fails is sent again whole.
     """
 
     kind = "email"
-    batch = 1
 
     def __init__(self, target: str, options: dict) -> None:
         parts = urlsplit(target)
         query = parse_qs(parts.query)
         if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
             raise BadTarget(f"{mask(target)}: an email TARGET is smtp://[user:password@]host[:port]?to=ADDRESS&from=ADDRESS")
+        refuse_options(self.kind, options, {"digest"})
+        digest = options.get("digest", 0)
+        if type(digest) is not int or not 0 <= digest <= MAXIMUM:
+            raise BadTarget(f"digest {digest!r}: a number of seconds, at most {format_duration(MAXIMUM)}")
+        self.hold = float(digest)
+        self.batch = DIGEST_MOST if digest else 1
         self.recipients = query.get("to", [])
         if not self.recipients or not all("@" in address for address in self.recipients):
             raise BadTarget(f"{mask(target)}: say who gets the mail with to=ADDRESS")
@@ -164,12 +194,17 @@ class Email:
         self.login = (unquote(parts.username), unquote(parts.password or "")) if parts.username else None
         self.name = mask(target)
 
-    def message(self, alert: dict) -> EmailMessage:
+    def _mail(self, subject: str, when: float) -> EmailMessage:
         mail = EmailMessage()
-        mail["Subject"] = alert["text"] or alert["url"]
+        mail["Subject"] = subject
         mail["From"] = self.sender
         mail["To"] = ", ".join(self.recipients)
-        mail["Date"] = formatdate(alert["first_seen"], localtime=True)
+        mail["Date"] = formatdate(when, localtime=True)
+        return mail
+
+    def message(self, alert: dict) -> EmailMessage:
+        """The mail of one alert: its link text as the subject."""
+        mail = self._mail(alert["text"] or alert["url"], alert["first_seen"])
         mail["Message-ID"] = make_msgid(idstring=alert["alert_id"])  # a mail sent twice can be told apart
         mail["X-Monitor-Alert-Id"] = alert["alert_id"]
         mail.set_content(f"New link on {_page(alert)}:\n\n{alert['text']}\n{alert['url']}\n\n"
@@ -180,6 +215,30 @@ class Email:
             f"<p>First seen {html.escape(_when(alert))}</p>", subtype="html")
         return mail
 
+    def digest(self, alerts: list[dict]) -> EmailMessage:
+        """One mail listing ``alerts`` (oldest first) grouped by watched page."""
+        pages: dict[int, list[dict]] = {}
+        for alert in alerts:
+            pages.setdefault(alert["watch_id"], []).append(alert)
+        mail = self._mail(f"{_count(len(alerts), 'new link')} on {_count(len(pages), 'page')}",
+                          max(alert["first_seen"] for alert in alerts))
+        mail["Message-ID"] = make_msgid(idstring="digest")
+        # Receivers that file alerts drop the ones they have (a digest is sent again whole
+        # after a failure); the header folds at the spaces however many there are.
+        mail["X-Monitor-Alert-Ids"] = " ".join(alert["alert_id"] for alert in alerts)
+        text, markup = [], []
+        for found in pages.values():
+            page, address = _page(found[0]), redact(found[0]["baseUrl"])
+            heading = page if page == address else f"{page} ({address})"
+            text.append(f"{heading}\n" + "".join(f"  {a['text']}\n  {a['url']}\n" if a["text"] else f"  {a['url']}\n"
+                                                  for a in found))
+            items = "".join(f"<li><a href=\"{html.escape(a['url'])}\">{html.escape(a['text'] or a['url'])}</a> "
+                            f"<small>{html.escape(_when(a))}</small></li>" for a in found)
+            markup.append(f"<h3><a href=\"{html.escape(address)}\">{html.escape(page)}</a></h3><ul>{items}</ul>")
+        mail.set_content(f"{mail['Subject']}\n\n" + "\n".join(text))
+        mail.add_alternative(f"<p>{html.escape(mail['Subject'])}</p>" + "".join(markup), subtype="html")
+        return mail
+
     def send(self, alerts: list[dict]) -> None:
         try:
             factory = smtplib.SMTP_SSL if self.tls else smtplib.SMTP
@@ -188,8 +247,9 @@ class Email:
                     smtp.starttls(context=ssl.create_default_context())
                 if self.login:
                     smtp.login(*self.login)
-                for alert in alerts:
-                    smtp.send_message(self.message(alert))
+                digest = self.hold and len(alerts) > 1  # a digest of one alert is that alert's mail
+                for mail in [self.digest(alerts)] if digest else map(self.message, alerts):
+                    smtp.send_message(mail)
         except (smtplib.SMTPException, OSError) as exc:
             raise DeliveryFailed(f"{self.name}: {type(exc).__name__}: {str(exc)[:200]}") from None
 
@@ -207,8 +267,10 @@ class Apprise:
 
     kind = "apprise"
     batch = 1
+    hold = 0.0
 
     def __init__(self, target: str, options: dict) -> None:
+        refuse_options(self.kind, options, set())
         import apprise  # imported on first use: it loads a plugin per service
 
         self.apprise = apprise.Apprise()

@@ -151,7 +151,9 @@ class Pipeline:
         self.config = dataclasses.replace(self.config, amqp_url=url)
 
     def configure(self, **settings: float | int) -> None:
-        """Write the processes' monitor.toml (before spawning them)."""
+        """Write the processes' monitor.toml (before spawning them). The test pages are
+        small: a first check with one link is their baseline unless a test says otherwise."""
+        settings = {"baseline_min_links": 1, **settings}
         (self.home / "monitor.toml").write_text("".join(f"{key} = {value!r}\n" for key, value in settings.items()))
 
     def spawn(self, module: str, name: str) -> Proc:

@@ -110,7 +110,7 @@ def test_chaos_every_published_link_is_alerted_exactly_once(pipeline, rabbit, si
     index = plyvel.DB(str(pipeline.config.leveldb_path))
     try:
         assert list(index.iterator(prefix=b"O")) == [], "no outbox record may be left behind"
-        indexed = {url for key, value in index.iterator(prefix=b"L") for url, _ in json.loads(value)}
+        indexed = {url for key, value in index.iterator(prefix=b"L") for url, *_ in json.loads(value)}
     finally:
         index.close()
     stored = {link.url for w in watch_ids for link in pipeline.store.links(w)}

@@ -141,7 +141,7 @@ def test_dns_rebinding_cannot_reach_a_refused_address(origin, monkeypatch):
     answers = iter(["93.184.216.34"])  # the guard's look-up; every later one answers loopback
 
     def rebinding(host, port, *args, **kwargs):
-        if host != "rebind.example":
+        if host != "rebind.test":
             return real(host, port, *args, **kwargs)
         address = next(answers, "127.0.0.1")
         return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
@@ -149,7 +149,7 @@ def test_dns_rebinding_cannot_reach_a_refused_address(origin, monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
     port = origin.rsplit(":", 1)[1]
     with pytest.raises(FetchError, match="refused: connected to non-public address 127.0.0.1"):
-        fetch(f"http://rebind.example:{port}/ok", dataclasses.replace(CONFIG, allow_private=False))
+        fetch(f"http://rebind.test:{port}/ok", dataclasses.replace(CONFIG, allow_private=False))
 
 
 @pytest.mark.parametrize("path", ["/to-bad-ipv6", "/to-long-label"])

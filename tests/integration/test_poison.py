@@ -131,7 +131,7 @@ def test_an_outbox_record_that_keeps_failing_is_quarantined_and_blocks_nothing(p
                           "links": [{"url": site.url("/x"), "text": "\ud800", "code": "abcdef",
                                      "alert_id": f"{watch_id}-abcdef-0"}]}]}
     index = LinkIndex(pipeline.config.leveldb_path)
-    index.commit({}, set(), poison)
+    index.commit({}, poison)
     index.close()
 
     pipeline.processor()

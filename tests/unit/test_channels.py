@@ -50,6 +50,27 @@ def test_a_mail_has_the_link_text_as_subject_and_the_alert_id() -> None:
     assert "pw" not in mail.as_string(), "the watch's password is not in the mail"
 
 
+def test_a_digest_is_one_mail_grouped_by_page_in_text_and_html() -> None:
+    email = Email("smtp://mail.example?to=a@b.example", {"digest": 900})
+    assert (email.hold, email.batch) == (900.0, 500)
+    alerts = [{"alert_id": f"{watch}-{n}", "watch_id": watch, "baseUrl": f"https://u:pw@site{watch}.example/",
+               "watch_name": "Site one" if watch == 1 else None, "tag": None, "url": f"https://site{watch}.example/{n}",
+               "text": f"Story <{n}>", "first_seen": 1.7e9 + n} for watch, n in ((1, 1), (2, 2), (1, 3))]
+    mail = email.digest(alerts)
+    assert mail["Subject"] == "3 new links on 2 pages"
+    assert mail["X-Monitor-Alert-Ids"].split() == ["1-1", "2-2", "1-3"]
+    text = mail.get_body(("plain",)).get_content()
+    assert text.index("Site one") < text.index("https://site1.example/1") < text.index("https://site1.example/3") \
+        < text.index("site2.example/\n") < text.index("https://site2.example/2"), "grouped by page, in order"
+    markup = mail.get_body(("html",)).get_content()
+    for watch, n in ((1, 1), (2, 2), (1, 3)):
+        assert f'href="https://site{watch}.example/{n}">Story &lt;{n}&gt;</a>' in markup
+    assert "pw" not in mail.as_string(), "the watches' passwords are not in the mail"
+    assert Email("smtp://mail.example?to=a@b.example", {}).batch == 1, "one mail per alert by default"
+    with pytest.raises(BadTarget, match="digest 'soon'"):
+        Email("smtp://mail.example?to=a@b.example", {"digest": "soon"})
+
+
 def _alert(store, watch_id: int, url: str, now: float) -> None:
     store.record_results([CheckResult(watch_id=watch_id, checked_at=now, status="ok", http_status=200, elapsed_ms=1,
                                       links=[LinkRecord(url, "T", url[-6:], now)], alert_ids={url: f"{watch_id}-{url[-6:]}"},
@@ -118,4 +139,27 @@ def test_a_restarted_notifier_rewrites_only_the_feeds_with_new_alerts(tmp_path: 
     Notifier(config, store).refresh_feeds(200.0)  # a new process
     rewritten = sorted(p.name for p in config.feeds_dir.glob("*.atom") if p.read_text() != "untouched")
     assert rewritten == ["all.atom", "watch-2.atom"]
+    store.close()
+
+
+def test_a_digest_is_due_once_its_oldest_alert_waited_or_it_is_full_and_a_retry_waits_no_more(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "db.sqlite3")
+    watch = store.add_watch("https://news.example/", 300)
+    store.add_sink("mail", "email", "smtp://m.example?to=a@b.example", {"digest": 60}, None, None, 0.0)
+    assert store.next_delivery_at("mail", 60.0, 3) is None
+    _alert(store, watch.id, "https://news.example/aaaaaa", 100.0)
+    _alert(store, watch.id, "https://news.example/bbbbbb", 130.0)
+    assert store.next_delivery_at("mail", 60.0, 3) == 160.0, "the oldest alert has waited 60 s"
+    assert store.next_delivery_at("mail") == 100.0, "without holding: at once"
+    _alert(store, watch.id, "https://news.example/cccccc", 140.0)
+    assert store.next_delivery_at("mail", 60.0, 3) == 100.0, "three waiting: full, due at once"
+    assert [s.pending for s in store.list_sinks()] == [3], "held alerts show as pending"
+
+    ids = [alert["alert_id"] for alert in store.due_deliveries("mail", 160.0, 500)]
+    store.delivery_failed("mail", ids, "refused", 160.0, 10.0, 100.0, 5)
+    store.delivery_failed("mail", ids, "refused", 170.0, 10.0, 100.0, 5)
+    assert store.next_delivery_at("mail", 60.0, 500) == 190.0, "a failed digest is tried again after its backoff"
+    assert store.list_sinks()[0].failing_since == 160.0, "failing since the first failure, not the last"
+    store.delivered("mail", ids, 190.0)
+    assert (store.next_delivery_at("mail", 60.0, 500), store.list_sinks()[0].failing_since) == (None, None)
     store.close()

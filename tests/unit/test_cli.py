@@ -6,6 +6,7 @@ on other hosts are added with ``MONITOR_ALLOW_PRIVATE=1``, which skips DNS resol
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -328,3 +329,18 @@ def test_the_demo_refuses_a_broker_another_stack_may_use(monitor, monkeypatch: p
     result = monitor("demo")
     assert result.code == 2 and "unset AMQP_URL" in result.err and "--external-broker" in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_a_watch_names_query_parameters_its_links_are_compared_without(monitor: Monitor) -> None:
+    monitor.add("https://news.example/", "--ignore-param", "SID", "--ignore-param", "cb")
+    [watch] = monitor.watches()
+    assert watch["ignore_params"] == ["cb", "sid"] and watch["volatile_params"] == []
+    assert "without ?sid" in monitor("watch", "set", "1", "--ignore-param", "sid").out
+    assert monitor.watches()[0]["ignore_params"] == ["sid"]
+    assert monitor("watch", "set", "1", "--ignore-param", "").code == 0
+    assert monitor.watches()[0]["ignore_params"] == []
+    assert_usage_error(monitor("watch", "set", "1", "--ignore-param", "a=b"),
+                       "--ignore-param: 'a=b' is not a query parameter name")
+    assert_usage_error(monitor("watch", "add", "https://other.example/", "--ignore-param", "x y", allow_private=True),
+                       "--ignore-param: 'x y' is not a query parameter name")
+    assert [w["url"] for w in monitor.watches()] == ["https://news.example/"], "nothing added on a bad name"

@@ -9,7 +9,7 @@ import codecs
 
 import pytest
 
-from monitor.parsing import ENGINES, decode_html, extract_links
+from monitor.parsing import ENGINES, BadSelector, NoRegion, decode_html, extract_links
 
 PAGE = "https://example.com/dir/page.html"
 engine = "lexbor"
@@ -23,14 +23,15 @@ def each_engine(request: pytest.FixtureRequest) -> None:
 
 
 def links(html: str | bytes, page_url: str = PAGE, http_charset: str | None = None,
-          limit: int | None = None) -> list[tuple[str, str]]:
+          limit: int | None = None, selector: str | None = None) -> list[tuple[str, str]]:
     """``(url, text)`` pairs extracted from ``html`` (str bodies are sent as UTF-8)."""
     body = html.encode("utf-8") if isinstance(html, str) else html
-    return [(link.url, link.text) for link in extract_links(body, page_url, http_charset, limit=limit, engine=engine)]
+    return [(link.url, link.text)
+            for link in extract_links(body, page_url, http_charset, limit=limit, engine=engine, selector=selector)]
 
 
-def urls(html: str | bytes, page_url: str = PAGE) -> list[str]:
-    return [url for url, _ in links(html, page_url)]
+def urls(html: str | bytes, page_url: str = PAGE, selector: str | None = None) -> list[str]:
+    return [url for url, _ in links(html, page_url, selector=selector)]
 
 
 # --- malformed HTML, parsed the HTML5 way ------------------------------------------------------
@@ -142,6 +143,12 @@ def test_image_only_link_has_empty_text() -> None:
     assert links("<a href=/img><img src=x.png alt='Alt'></a>") == [("https://example.com/img", "")]
 
 
+def test_a_link_takes_the_first_text_that_is_not_empty_where_it_first_appears() -> None:
+    html = ("<article><a href=/story><img src=teaser.jpg></a><h2><a href=/story>The headline</a></h2>"
+            "<p><a href=/story>Read more</a></p></article><a href=/other>Other</a>")
+    assert links(html) == [("https://example.com/other", "Other"), ("https://example.com/story", "The headline")]
+
+
 # --- what is not a web link ---------------------------------------------------------------------
 @pytest.mark.parametrize("href", [
     "javascript:void(0)", "JavaScript:alert(1)", "java\nscript:alert(1)", "mailto:news@example.com",
@@ -206,6 +213,57 @@ def test_limit() -> None:
 def test_limit_counts_distinct_links() -> None:
     html = "<a href=/a>a</a><a href=/a>again</a><a href=/b>b</a><a href=/c>c</a>"
     assert links(html, limit=2) == [("https://example.com/a", "a"), ("https://example.com/b", "b")]
+
+
+# --- a watch's CSS selector: only the links inside the regions it matches -------------------------
+REGIONS = ("<nav><a href=/nav>Nav</a></nav>"
+           "<main><div><div><a href=/deep>Deep</a></div></div><a href=/top>Top</a>"
+           "<section id=latest><a href=/latest>Latest</a><a href=/top>Top again</a></section></main>"
+           "<aside id=more><a href=/aside>Aside</a><a class=lead href=/lead>Lead</a></aside>"
+           "<footer><a href=/imprint>Imprint</a></footer>")
+
+
+def paths(html: str, selector: str) -> list[str]:
+    return [url.removeprefix("https://example.com") for url in urls(html, selector=selector)]
+
+
+def test_only_links_inside_the_regions_breadth_first_in_each() -> None:
+    assert paths(REGIONS, "main") == ["/top", "/latest", "/deep"]
+    assert paths(REGIONS, "footer, nav") == ["/nav", "/imprint"], "regions in document order, not selector order"
+
+
+def test_a_region_inside_another_adds_nothing_and_no_link_comes_twice() -> None:
+    assert paths(REGIONS, "#latest, main") == ["/top", "/latest", "/deep"]
+    assert links(REGIONS, selector="#latest, #more")[:2] == [("https://example.com/latest", "Latest"),
+                                                            ("https://example.com/top", "Top again")]
+    assert paths(REGIONS, "div") == ["/deep"]
+
+
+def test_a_matched_anchor_is_a_link_itself() -> None:
+    assert paths(REGIONS, "a.lead, footer a") == ["/lead", "/imprint"]
+
+
+def test_template_content_is_no_region() -> None:
+    html = "<template><main><a href=/hidden>h</a></main></template><main><a href=/shown>s</a></main>"
+    assert paths(html, "main") == ["/shown"]
+    assert paths(html, "template") == [], "the template matched: its content is not on the page"
+
+
+def test_a_selector_matching_nothing_says_so() -> None:
+    with pytest.raises(NoRegion, match="selector 'article, #gone' matched nothing on the page"):
+        urls(REGIONS, selector="article, #gone")
+    assert urls("<main><p>no links here</p></main>", selector="main") == [], "a region without links is no error"
+
+
+def test_a_selector_soupsieve_cannot_read_is_refused_before_parsing() -> None:
+    with pytest.raises(BadSelector, match=r"bad selector 'main\[': "):
+        urls(REGIONS, selector="main[")
+
+
+def test_the_limit_counts_links_across_regions() -> None:
+    assert paths(REGIONS, "nav, #latest, footer") == ["/nav", "/latest", "/top", "/imprint"]
+    assert links(REGIONS, limit=2, selector="nav, #latest, footer") == [("https://example.com/nav", "Nav"),
+                                                                         ("https://example.com/latest", "Latest")]
 
 
 # --- decoding ------------------------------------------------------------------------------------

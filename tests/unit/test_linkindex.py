@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
-from controller.processor import Processor
+from controller.processor import HealthRule, LayoutRule, Processor
 from monitor.codes import shorten
-from monitor.linkindex import LinkIndex, alert_id
+from monitor.linkindex import LinkIndex, Reappearance, alert_id
 from monitor.messages import Alert, Task
 from monitor.sinks import JsonLinesSink
 from monitor.store import Store, Watch, open_store
 
 HOME = "https://news.example/"
+SMALL_PAGES = LayoutRule(baseline_min_links=1)  # the test pages have a link or two
 
 
 class Crash(Exception):
@@ -90,7 +92,7 @@ def jsonl(tmp_path: Path) -> JsonLinesSink:
 
 @pytest.fixture
 def processor(store: Store, index: LinkIndex, jsonl: JsonLinesSink) -> Processor:
-    return Processor(store, index, [jsonl])
+    return Processor(store, index, [jsonl], layout=SMALL_PAGES)
 
 
 @pytest.fixture
@@ -131,7 +133,7 @@ def test_first_task_is_a_baseline(processor: Processor, store: Store, index: Lin
     assert {link.code for link in store.links(watch.id)} == {shorten(HOME + "a"), shorten(HOME + "b")}
     assert jsonl_alerts(jsonl) == []
     assert store.alerts() == []
-    assert index.is_baselined(watch.id)
+    assert index.mark(watch.id).baselined
     assert store.get_watch(watch.id).last_status == "ok"
 
 
@@ -173,11 +175,11 @@ def test_unusable_link_urls_are_skipped(processor: Processor, store: Store, watc
 def test_index_survives_a_restart(store: Store, open_index: Callable[..., LinkIndex], watch: Watch,
                                   jsonl: JsonLinesSink) -> None:
     first = open_index()
-    Processor(store, first, [jsonl]).handle(ok_task(watch, "a", "b"))
+    Processor(store, first, [jsonl], layout=SMALL_PAGES).handle(ok_task(watch, "a", "b"))
     first.close()
     reopened = open_index()
-    assert reopened.is_baselined(watch.id)
-    assert Processor(store, reopened, [jsonl]).handle(ok_task(watch, "a", "b", "c")) == 1
+    assert reopened.mark(watch.id).baselined
+    assert Processor(store, reopened, [jsonl], layout=SMALL_PAGES).handle(ok_task(watch, "a", "b", "c")) == 1
 
 
 def test_watches_have_separate_indexes(processor: Processor, store: Store, watch: Watch,
@@ -193,7 +195,7 @@ def test_watches_have_separate_indexes(processor: Processor, store: Store, watch
 def test_collision_is_still_a_new_link(store: Store, open_index: Callable[..., LinkIndex], watch: Watch,
                                        jsonl: JsonLinesSink) -> None:
     index = open_index("colliding", shorten=lambda url: "AAAAAA")
-    processor = Processor(store, index, [jsonl])
+    processor = Processor(store, index, [jsonl], layout=SMALL_PAGES)
     processor.handle(ok_task(watch, "a"))
     assert processor.handle(ok_task(watch, "a", "b")) == 1
     assert [(a["alert_id"], a["url"], a["text"]) for a in jsonl_alerts(jsonl)] == \
@@ -204,7 +206,7 @@ def test_collision_is_still_a_new_link(store: Store, open_index: Callable[..., L
 
 def test_collisions_within_one_task_get_distinct_ids(store: Store, open_index: Callable[..., LinkIndex],
                                                      watch: Watch, jsonl: JsonLinesSink) -> None:
-    processor = Processor(store, open_index("colliding", shorten=lambda url: "AAAAAA"), [jsonl])
+    processor = Processor(store, open_index("colliding", shorten=lambda url: "AAAAAA"), [jsonl], layout=SMALL_PAGES)
     processor.handle(ok_task(watch, "a"))
     assert processor.handle(ok_task(watch, "b", "c", "a")) == 2
     assert processor.handle(ok_task(watch, "c", "b", "a")) == 0
@@ -228,7 +230,7 @@ def test_crash_before_applying_leaves_an_outbox_record(monkeypatch: pytest.Monke
     assert stored_urls(store, watch) == {HOME + "a"}
     assert jsonl_alerts(jsonl) == []
 
-    restarted = Processor(store, index, [jsonl])
+    restarted = Processor(store, index, [jsonl], layout=SMALL_PAGES)
     assert restarted.drain_outbox() == 1
     assert list(index.outbox()) == []
     assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + "b", HOME + "c"]
@@ -239,15 +241,15 @@ def test_crash_before_applying_leaves_an_outbox_record(monkeypatch: pytest.Monke
 
 def test_crash_after_the_first_sink_delivers_each_alert_once(store: Store, index: LinkIndex, watch: Watch,
                                                              jsonl: JsonLinesSink) -> None:
-    Processor(store, index, [jsonl]).handle(ok_task(watch, "a"))
+    Processor(store, index, [jsonl], layout=SMALL_PAGES).handle(ok_task(watch, "a"))
     with pytest.raises(Crash):
-        Processor(store, index, [jsonl, CrashingSink()]).handle(ok_task(watch, "a", "b", "c"))
+        Processor(store, index, [jsonl, CrashingSink()], layout=SMALL_PAGES).handle(ok_task(watch, "a", "b", "c"))
     delivered_before = jsonl_alerts(jsonl)
     assert [a["url"] for a in delivered_before] == [HOME + "b", HOME + "c"]
     assert len(list(index.outbox())) == 1
 
     second = RecordingSink()
-    assert Processor(store, index, [jsonl, second]).drain_outbox() == 1
+    assert Processor(store, index, [jsonl, second], layout=SMALL_PAGES).drain_outbox() == 1
     assert jsonl_alerts(jsonl) == delivered_before           # no duplicate in the JSONL file
     assert [alert.url for alert in second.received] == [HOME + "b", HOME + "c"]
     assert len(store.alerts()) == 2
@@ -262,16 +264,16 @@ def test_draining_an_empty_outbox_does_nothing(processor: Processor, jsonl: Json
 def test_outbox_record_applied_twice_changes_nothing(store: Store, index: LinkIndex, watch: Watch,
                                                      jsonl: JsonLinesSink) -> None:
     """A record committed by hand and applied twice (crash before ``done``) stays exactly-once."""
-    processor = Processor(store, index, [jsonl])
+    processor = Processor(store, index, [jsonl], layout=SMALL_PAGES)
     processor.handle(ok_task(watch, "a"))
     url = HOME + "z"
     record = {"watch_id": watch.id, "base_url": HOME, "checked_at": 1700000000.0, "status": "ok",
               "http_status": 200, "elapsed_ms": 5,
               "links": [{"url": url, "text": "Z", "code": shorten(url), "alert_id": alert_id(watch.id, shorten(url), 0)}]}
-    key = index.commit({}, set(), record)
+    key = index.commit({}, record)
     processor.apply(key, record, recovering=False)
-    index.commit({}, set(), record)                         # as if the process died before done()
-    assert Processor(store, index, [jsonl]).drain_outbox() == 1
+    index.commit({}, record)                         # as if the process died before done()
+    assert Processor(store, index, [jsonl], layout=SMALL_PAGES).drain_outbox() == 1
     assert [a["alert_id"] for a in jsonl_alerts(jsonl)] == [f"{watch.id}-{shorten(url)}"]
     assert len(store.alerts()) == 1
 
@@ -295,7 +297,7 @@ def test_error_task_records_status_and_failures(processor: Processor, store: Sto
     assert after_errors.last_status == "error: no reason given"
     assert after_errors.consecutive_failures == 2
     assert after_errors.last_check is not None
-    assert not index.is_baselined(watch.id)
+    assert not index.mark(watch.id).baselined
 
     processor.handle(Task(watch.url, watch.id, [], status="error", error="HTTP 503"))
     assert store.get_watch(watch.id).last_status == "error: HTTP 503"
@@ -464,7 +466,7 @@ def test_an_outbox_record_replayed_after_its_watch_was_removed_alerts_nobody(
         processor.handle(ok_task(watch, "a", "b"))
     store.remove_watch(watch.id)
     second = RecordingSink()
-    assert Processor(store, index, [jsonl, second]).drain_outbox() == 1
+    assert Processor(store, index, [jsonl, second], layout=SMALL_PAGES).drain_outbox() == 1
     assert jsonl_alerts(jsonl) == [] and second.received == []
 
 
@@ -497,7 +499,7 @@ def test_a_removed_watchs_index_entries_are_deleted(processor: Processor, store:
     processor.forget_removed()
     keys = [key for key in index.db.iterator(include_value=False)]
     assert not [key for key in keys if key.startswith((b"L%d:" % watch.id, b"B%d" % watch.id))]
-    assert [key for key in keys if key.startswith(b"L%d:" % other.id)] and index.is_baselined(other.id)
+    assert [key for key in keys if key.startswith(b"L%d:" % other.id)] and index.mark(other.id).baselined
     assert store.removed_watches() == []
 
 
@@ -513,13 +515,14 @@ def test_a_link_shared_with_tracking_parameters_or_reordered_is_the_same_link(pr
 def test_upgrading_to_comparable_urls_makes_no_known_link_new(store, open_index, tmp_path, watch) -> None:
     """An index written before comparable URLs holds links in their former (normalised) form."""
     before = open_index("upgraded")
-    former = [(url, url.upper(), url) for url in (HOME + "a?b=2&a=1", HOME + "news?utm_source=rss&id=3")]
+    former = [(url, url.upper(), ()) for url in (HOME + "a?b=2&a=1", HOME + "news?utm_source=rss&id=3")]
     found, entries = before.new_links(watch.id, former)
-    before.commit(entries, {watch.id}, {"checks": []})
+    before.commit(entries, {"checks": []})
+    before.db.put(b"B%d" % watch.id, b"1")
     before.close()
 
     jsonl = JsonLinesSink(tmp_path / "after.jsonl")
-    processor = Processor(store, open_index("upgraded"), [jsonl])
+    processor = Processor(store, open_index("upgraded"), [jsonl], layout=SMALL_PAGES)
     processor.handle(ok_task(watch, "a?b=2&a=1", "news?utm_source=rss&id=3", "news?id=4"))
     assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "news?id=4"]
     processor.handle(ok_task(watch, "a?a=1&b=2", "news?id=3"))
@@ -548,9 +551,226 @@ def test_a_few_new_links_on_a_small_page_are_news_not_a_redesign(processor, watc
 
 def test_a_first_check_without_links_is_not_the_baseline(processor, watch, jsonl, store, index) -> None:
     processor.handle(ok_task(watch))  # a consent wall or a script-only page: no links
-    assert not index.is_baselined(watch.id)
+    assert not index.mark(watch.id).baselined
     assert store.get_watch(watch.id).last_status.startswith("ok (no links found")
     processor.handle(ok_task(watch, "a", "b", "c"))  # the real page: its baseline, no alerts
-    assert jsonl_alerts(jsonl) == [] and index.is_baselined(watch.id)
+    assert jsonl_alerts(jsonl) == [] and index.mark(watch.id).baselined
     processor.handle(ok_task(watch, "a", "b", "c", "d"))
     assert [a["url"] for a in jsonl_alerts(jsonl)] == [HOME + "d"]
+
+
+# --- reappearance: a link that comes back after renotify_after is new again ------------------------
+DAY = 86400.0
+
+
+@pytest.fixture
+def clock(monkeypatch) -> list[float]:
+    """The processor's and the index's clock, moved by hand: ``clock[0] += DAY``."""
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    return now
+
+
+def test_a_link_back_within_renotify_after_is_not_new(processor, watch, jsonl, clock) -> None:
+    processor.handle(ok_task(watch, "a", "b"))  # the baseline
+    clock[0] += DAY
+    processor.handle(ok_task(watch, "a"))       # b leaves the page ...
+    clock[0] += 20 * DAY
+    processor.handle(ok_task(watch, "a", "b"))  # ... and is back 21 days later
+    assert jsonl_alerts(jsonl) == []
+
+
+def test_a_link_back_after_renotify_after_alerts_once_more(store, index, jsonl, watch, clock) -> None:
+    processor = Processor(store, index, [jsonl],
+                          layout=SMALL_PAGES, reappearance=Reappearance(renotify_after=7 * DAY))
+    processor.handle(ok_task(watch, "a", "b"))
+    for _ in range(8):  # b is gone for eight daily checks
+        clock[0] += DAY
+        processor.handle(ok_task(watch, "a"))
+    clock[0] += DAY
+    processor.handle(ok_task(watch, "a", "b"))
+    clock[0] += DAY
+    processor.handle(ok_task(watch, "a", "b"))  # still there: no second alert
+    alerts = jsonl_alerts(jsonl)
+    assert [alert["url"] for alert in alerts] == [HOME + "b"]
+    assert alerts[0]["alert_id"] != alert_id(watch.id, shorten(HOME + "b"), 0), "a new alert, not the first one's id"
+    assert len(store.links(watch.id)) == 2, "the link is recorded once"
+
+
+def test_links_of_a_watch_left_unchecked_for_months_are_not_new(store, index, jsonl, watch, clock) -> None:
+    """A disabled watch, or a home that was down: its links were on its previous check."""
+    processor = Processor(store, index, [jsonl],
+                          layout=SMALL_PAGES, reappearance=Reappearance(renotify_after=7 * DAY))
+    processor.handle(ok_task(watch, "a", "b"))
+    clock[0] += 90 * DAY
+    processor.handle(ok_task(watch, "a", "b"))
+    assert jsonl_alerts(jsonl) == []
+
+
+def test_a_link_present_all_along_through_daily_checks_is_never_new_again(store, index, jsonl, watch, clock) -> None:
+    processor = Processor(store, index, [jsonl], layout=SMALL_PAGES, reappearance=Reappearance(renotify_after=3 * DAY))
+    for _ in range(30):
+        processor.handle(ok_task(watch, "a"))
+        clock[0] += 0.3 * DAY
+    assert jsonl_alerts(jsonl) == []
+
+
+def test_renotify_after_zero_never_alerts_a_link_again(store, index, jsonl, watch, clock) -> None:
+    processor = Processor(store, index, [jsonl], layout=SMALL_PAGES, reappearance=Reappearance(renotify_after=0))
+    processor.handle(ok_task(watch, "a", "b"))
+    clock[0] += DAY
+    processor.handle(ok_task(watch, "a"))
+    clock[0] += 400 * DAY
+    processor.handle(ok_task(watch, "a", "b"))
+    assert jsonl_alerts(jsonl) == []
+
+
+def test_entries_written_before_last_seen_existed_never_make_a_link_new(store, open_index, tmp_path, watch,
+                                                                      clock) -> None:
+    """An upgraded index: entries ``[url, first_seen]`` and the baseline marker ``1``."""
+    before = open_index("old")
+    url = HOME + "b"
+    before.db.put(b"L%d:%s" % (watch.id, shorten(url).encode()), json.dumps([[url, clock[0] - 400 * DAY]]).encode())
+    before.db.put(b"B%d" % watch.id, b"1")
+    before.close()
+    jsonl = JsonLinesSink(tmp_path / "upgraded.jsonl")
+    processor = Processor(store, open_index("old"), [jsonl],
+                          layout=SMALL_PAGES, reappearance=Reappearance(renotify_after=7 * DAY))
+    processor.handle(ok_task(watch, "a", "b"))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "a"]
+
+
+# --- broken watches: one alert when a watch has failed for broken_after, one when it recovers ------
+def failed_task(watch: Watch, status: str = "error", reason: str = "connection refused") -> Task:
+    return Task(watch.url, watch.id, [], status=status, error=reason)
+
+
+def test_a_watch_failing_past_broken_after_alerts_once_then_once_on_recovery(store, index, jsonl, watch,
+                                                                               clock) -> None:
+    processor = Processor(store, index, [jsonl], layout=SMALL_PAGES, health=HealthRule(broken_after=6 * 3600))
+    processor.handle(ok_task(watch, "a"))
+    for _ in range(10):  # failing for 9 hours, checked hourly
+        processor.handle(failed_task(watch))
+        clock[0] += 3600
+    assert [alert["text"] for alert in jsonl_alerts(jsonl)] == \
+        ["watch failing for 6h: error: connection refused"]
+    processor.handle(failed_task(watch, "skipped", "host disabled until 2027-01-01T00:00:00Z"))
+    processor.handle(ok_task(watch, "a"))
+    processor.handle(ok_task(watch, "a"))
+    texts = [alert["text"] for alert in jsonl_alerts(jsonl)]
+    assert texts[1:] == ["watch recovered after failing for 10h"], texts
+    assert {alert["url"] for alert in jsonl_alerts(jsonl)} == {watch.url}, "the alerts name the page"
+    assert store.get_watch(watch.id).last_status == "ok"
+
+
+def test_a_short_failure_and_a_short_host_cooldown_alert_nothing(store, index, jsonl, watch, clock) -> None:
+    processor = Processor(store, index, [jsonl], layout=SMALL_PAGES, health=HealthRule(broken_after=6 * 3600))
+    processor.handle(ok_task(watch, "a"))
+    for status in ("error", "skipped", "error"):  # 3 hours in all
+        processor.handle(failed_task(watch, status))
+        clock[0] += 3600
+    processor.handle(ok_task(watch, "a"))
+    for _ in range(5):  # failing again: the clock starts again at the first failure
+        processor.handle(failed_task(watch))
+        clock[0] += 3600
+    assert jsonl_alerts(jsonl) == []
+
+
+def test_a_broken_watch_alerts_once_even_when_its_failures_are_replayed(store, index, jsonl, watch, clock) -> None:
+    """A group holding several failures of one watch, and a processor restarted meanwhile."""
+    processor = Processor(store, index, [jsonl], layout=SMALL_PAGES, health=HealthRule(broken_after=60))
+    processor.handle(failed_task(watch))
+    clock[0] += 120
+    processor.handle_group([failed_task(watch), failed_task(watch)])
+    Processor(store, index, [jsonl], layout=SMALL_PAGES, health=HealthRule(broken_after=60)).handle(failed_task(watch))
+    assert len(jsonl_alerts(jsonl)) == 1
+
+
+# --- baseline sanity: a consent wall or an error page is neither the baseline nor news ------------
+def stories(n: int, *extra: str) -> list[str]:
+    return [f"story{i}" for i in range(n)] + list(extra)
+
+
+def test_a_first_check_with_a_few_links_is_not_the_baseline(store, index, jsonl, watch) -> None:
+    processor = Processor(store, index, [jsonl])  # baseline_min_links = 5
+    processor.handle(ok_task(watch, "consent", "privacy"))
+    assert store.get_watch(watch.id).last_status.startswith("ok (only 2 links: not taken as the baseline yet")
+    processor.handle(ok_task(watch, *stories(40)))  # the real page: its baseline
+    processor.handle(ok_task(watch, *stories(40, "scoop")))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "scoop"]
+
+
+def test_a_small_page_is_its_own_baseline_after_three_checks(store, index, jsonl, watch) -> None:
+    processor = Processor(store, index, [jsonl])
+    for _ in range(3):
+        processor.handle(ok_task(watch, "a", "b"))
+    processor.handle(ok_task(watch, "a", "b", "c"))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "c"]
+
+
+def test_a_consent_wall_after_the_baseline_alerts_nothing_and_the_page_comes_back_as_it_was(
+        store, index, jsonl, watch) -> None:
+    processor = Processor(store, index, [jsonl])
+    processor.handle(ok_task(watch, *stories(40)))
+    processor.handle(ok_task(watch, "accept-all", "privacy-settings"))
+    assert "only 2 of the page's 40 links" in store.get_watch(watch.id).last_status
+    processor.handle(ok_task(watch, *stories(40, "scoop")))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "scoop"]
+    assert HOME + "accept-all" in stored_urls(store, watch), "recorded all the same: never new later"
+
+
+def test_a_slimmer_page_that_stays_is_taken_as_it_is(store, index, jsonl, watch) -> None:
+    processor = Processor(store, index, [jsonl])
+    processor.handle(ok_task(watch, *stories(40)))
+    for _ in range(3):
+        processor.handle(ok_task(watch, *stories(5)))
+    processor.handle(ok_task(watch, *stories(5, "scoop")))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "scoop"]
+
+
+# --- query parameters a watch's links are compared without ----------------------------------------
+def test_a_parameter_appended_per_request_is_found_and_alerts_nothing(processor, watch, jsonl, store) -> None:
+    for check in range(4):
+        processor.handle(ok_task(watch, *(f"story/{n}?sid=s{check}x" for n in range(5))))
+    assert jsonl_alerts(jsonl) == []
+    assert store.watch_states({watch.id})[watch.id].volatile_params == "sid"
+    processor.handle(ok_task(watch, *(f"story/{n}?sid=s9x" for n in range(6))))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "story/5"], "a real new story still alerts"
+
+
+def test_ignoring_a_parameter_and_ceasing_to_makes_no_known_link_new(processor, watch, jsonl, store) -> None:
+    processor.handle(ok_task(watch, "a?cb=1", "b?cb=1&id=2"))
+    store.set_ignore_params(watch.id, ["cb"])
+    processor.handle(ok_task(watch, "a?cb=2", "b?id=2&cb=2", "c?cb=2"))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "c"]
+    store.set_ignore_params(watch.id, [])
+    processor.handle(ok_task(watch, "a?cb=3", "b?id=2&cb=3", "c?cb=3"))
+    processor.handle(ok_task(watch, "a?cb=3", "b?id=2&cb=3", "c?cb=3", "d?cb=3"))
+    assert [alert["url"] for alert in jsonl_alerts(jsonl)] == [HOME + "c", HOME + "d?cb=3"]
+
+
+def test_two_featured_stories_changing_at_once_alert_and_teach_nothing(processor, watch, jsonl, store) -> None:
+    processor.handle(ok_task(watch, "politics/article?id=5", "sports/article?id=9", "about", "contact"))
+    processor.handle(ok_task(watch, "politics/article?id=6", "sports/article?id=10", "about", "contact"))
+    processor.handle(ok_task(watch, "politics/article?id=6", "sports/article?id=10", "about", "contact"))
+    assert len(jsonl_alerts(jsonl)) == 2
+    processor.handle(ok_task(watch, "politics/article?id=7", "sports/article?id=10", "about", "contact"))
+    assert len(jsonl_alerts(jsonl)) == 3 and store.watch_states({watch.id})[watch.id].volatile_params == ""
+
+
+def test_a_parameter_renewing_a_few_links_twice_in_a_row_is_ignored_from_then_on(processor, watch, jsonl,
+                                                                                  store) -> None:
+    for check in range(5):
+        processor.handle(ok_task(watch, f"a?sid={check}", f"b?sid={check}", "about"))
+    assert len(jsonl_alerts(jsonl)) == 2, "the first renewal alerts (it may be news), the second teaches"
+    assert store.watch_states({watch.id})[watch.id].volatile_params == "sid"
+
+
+def test_empty_checks_do_not_wear_a_doubt_down(store, index, jsonl, watch) -> None:
+    """A baselined page, then empty maintenance pages, then a challenge with two links."""
+    processor = Processor(store, index, [jsonl])
+    processor.handle(ok_task(watch, *stories(40)))
+    for _ in range(3):
+        processor.handle(ok_task(watch))
+    processor.handle(ok_task(watch, "challenge", "help"))
+    assert jsonl_alerts(jsonl) == []

@@ -1,10 +1,12 @@
 """URL normalisation, watch-target validation, the private-address guard and redaction."""
 from __future__ import annotations
 
+import socket
+
 import pytest
 
-from monitor.urls import (BadURL, check_public, comparable, is_link_local, is_public_address, normalize, redact,
-                         validate_watch_url)
+from monitor.urls import (BadURL, Unresolvable, check_public, comparable, is_link_local, is_public_address, normalize,
+                         redact, validate_watch_url, renewing_params)
 
 
 # --- normalize ---------------------------------------------------------------------------
@@ -179,3 +181,49 @@ def test_redact_leaves_urls_without_password_alone(url: str) -> None:
 ])
 def test_comparable_drops_tracking_parameters_and_sorts_the_rest(normal: str, expected: str) -> None:
     assert comparable(normal) == expected
+
+
+# --- volatile parameters: those that make every link new on every check ---------------------------
+def _known(*urls: str):
+    return lambda: list(urls)
+
+
+def test_a_session_id_renewed_on_every_link_is_volatile() -> None:
+    before = [f"https://n.example/story/{n}?sid=aaa" for n in range(4)]
+    now = [f"https://n.example/story/{n}?sid=bbb" for n in range(4)]
+    assert renewing_params(now, now, _known(*before)) == {"sid": 4}
+
+
+def test_an_id_that_tells_articles_apart_is_not_volatile() -> None:
+    known = [f"https://n.example/article?id={n}" for n in range(10)]
+    current = [f"https://n.example/article?id={n}" for n in range(2, 12)]
+    assert renewing_params(current[-2:], current, _known(*known)) == {}
+
+
+def test_one_featured_slot_whose_id_changes_is_a_new_story_not_a_volatile_parameter() -> None:
+    current = ["https://n.example/featured?id=8", "https://n.example/about"]
+    assert renewing_params(current[:1], current, _known("https://n.example/featured?id=7",
+                                                        "https://n.example/about")) == {}
+
+
+def test_the_known_links_are_read_only_when_a_parameter_could_be_volatile() -> None:
+    def unreadable():
+        raise AssertionError("read the index for nothing")
+    current = [f"https://n.example/a?id={n}&page=1" for n in range(3)] + ["https://n.example/a?id=0&page=2"]
+    assert renewing_params(current[:2], current, unreadable) == {}
+
+
+def test_a_reserved_name_is_never_asked_of_dns(monkeypatch) -> None:
+    """``.example`` and ``.invalid`` never resolve (RFC 6761): no query leaves the machine."""
+    def no_lookup(*args, **kwargs):
+        raise AssertionError(f"DNS asked for {args[0]}")
+    monkeypatch.setattr(socket, "getaddrinfo", no_lookup)
+    for url in ("https://news.example/", "http://shop.invalid./"):
+        with pytest.raises(Unresolvable, match="reserved name"):
+            check_public(url)
+
+
+def test_a_parameter_on_links_that_stayed_is_not_renewing() -> None:
+    """``?ref=home`` on every link, two of them new stories: most links with it stayed."""
+    current = [f"https://n.example/story/{n}?ref=home" for n in range(12)]
+    assert renewing_params(current[:2], current, _known(*current[2:])) == {}
