@@ -313,7 +313,8 @@ class Processor:
             except BadURL:
                 continue
             url = comparable(normal, ignore)
-            formers = {normal, comparable(normal, ignored)} - {url}
+            formers = {normal, comparable(normal, ignored)} - {url} if ignored != ignore else \
+                (() if normal == url else (normal,))
             links.append((url, link["text"], tuple(formers)))
         return links
 

@@ -143,6 +143,7 @@ class LinkIndex:
         written: dict[bytes, list] = {}
         found: list[NewLink] = []
         now = time.time()
+        refresh, renotify = reappearance.refresh_every, reappearance.renotify_after
         for url, text, formers in links:
             code, key, entries = self._entries(watch_id, url, pending, written)
             position, entry = next(((n, entry) for n, entry in enumerate(entries) if entry[0] == url), (None, None))
@@ -152,11 +153,10 @@ class LinkIndex:
                 self._write(key, entries, written).append([url, now, now])
                 continue
             last_seen = entry[2] if len(entry) > 2 else None
-            if last_seen is not None and last_seen >= now - reappearance.refresh_every:
+            if last_seen is not None and last_seen >= now - refresh:
                 continue  # seen recently: nothing to write
-            if last_seen is not None and previous is not None and reappearance.renotify_after \
-                    and last_seen < previous - reappearance.refresh_every \
-                    and now - last_seen > reappearance.renotify_after:
+            if last_seen is not None and previous is not None and renotify \
+                    and last_seen < previous - refresh and now - last_seen > renotify:
                 found.append(NewLink(url, text, code, f"{alert_id(watch_id, code, position)}-back{int(last_seen)}"))
             self._write(key, entries, written)[position] = [url, entry[1], now]
         return found, written

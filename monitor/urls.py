@@ -155,11 +155,13 @@ def renewing_params(new: list[str], current: list[str], known: Callable[[], Iter
     the page but for its value, those are at least ``coverage`` of the page's links that
     carry it, and it tells none of the page's links apart (an article's ``?id=`` does).
     At most ``most`` parameter names are looked at (a page of random names is no sign)."""
-    names = {url: param_names(url) for url in current}
     counts: dict[str, int] = {}
     for url in new:
-        for name in names.get(url) or param_names(url):
+        for name in param_names(url):
             counts[name] = counts.get(name, 0) + 1
+    if not any(count >= min_links for count in counts.values()):
+        return {}  # the common case: new stories without a parameter in common
+    names = {url: param_names(url) for url in current}
     candidates = {}
     for name in sorted(counts, key=counts.get, reverse=True)[:most]:
         having = [comparable(url, frozenset({name})) for url, found in names.items() if name in found]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from monitor.config import ConfigError, load
 from monitor.sinks.declared import Declarations, DeclaredFilter, DeclaredSink, sync
-from monitor.store import Declared, open_store
+from monitor.store import Declared, Store, open_store
 from test_cli import Monitor, assert_usage_error, monitor  # noqa: F401 (fixture)
 
 CHAT = """\
@@ -154,13 +155,20 @@ class Log:
         return lambda event, **fields: self.lines.append((level, event, fields))
 
 
-def test_a_running_process_syncs_when_the_file_changes_and_keeps_going_on_a_bad_edit(tmp_path: Path,
-                                                                                      monkeypatch) -> None:
+@pytest.fixture
+def declaring(tmp_path: Path, monkeypatch) -> Iterator[tuple[Path, Store]]:
+    """A TOML file declaring the team-chat sink, and the store of the home it configures."""
     path = tmp_path / "monitor.toml"
     monkeypatch.setenv("MONITOR_CONFIG", str(path))
     monkeypatch.setenv("MONITOR_HOME", str(tmp_path / "home"))
     path.write_text(CHAT)
     store = open_store(load().db_path)
+    yield path, store
+    store.close()
+
+
+def test_a_running_process_syncs_when_the_file_changes_and_keeps_going_on_a_bad_edit(declaring) -> None:
+    path, store = declaring
     log = Log()
     declarations = Declarations(path, store, log)
     declarations.refresh(1.0)
@@ -179,16 +187,10 @@ def test_a_running_process_syncs_when_the_file_changes_and_keeps_going_on_a_bad_
     path.write_text("workers = 2\n")
     declarations.refresh(4.0)
     assert _rows(store) == ({}, []), "none declared any more: none left"
-    store.close()
 
 
-def test_a_process_started_where_there_is_no_file_leaves_the_declared_rows_alone(tmp_path: Path,
-                                                                                monkeypatch) -> None:
-    path = tmp_path / "monitor.toml"
-    monkeypatch.setenv("MONITOR_CONFIG", str(path))
-    monkeypatch.setenv("MONITOR_HOME", str(tmp_path / "home"))
-    path.write_text(CHAT)
-    store = open_store(load().db_path)
+def test_a_process_started_where_there_is_no_file_leaves_the_declared_rows_alone(declaring) -> None:
+    path, store = declaring
     Declarations(path, store, Log()).refresh(1.0)
     path.unlink()
     restarted = Declarations(path, store, Log())  # e.g. `monitor up` run from another directory
@@ -197,7 +199,6 @@ def test_a_process_started_where_there_is_no_file_leaves_the_declared_rows_alone
     path.write_text("workers = 2\n")
     restarted.refresh(3.0)
     assert _rows(store) == ({}, []), "a file that says so still removes them"
-    store.close()
 
 
 def test_the_cli_refuses_to_remove_a_declared_sink_or_filter_and_says_where_it_is(monitor: Monitor) -> None:
