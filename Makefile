@@ -23,6 +23,10 @@ APT_INSTALL = command -v apt-get >/dev/null || { echo "$(1) is missing and there
 /usr/bin/tinyproxy:
 	$(call APT_INSTALL,tinyproxy)
 
+# A real browser for the dashboard tests (Debian's, driven headless by Selenium).
+/usr/bin/chromedriver:
+	$(call APT_INSTALL,chromium chromium-driver)
+
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -e '.[test]'
@@ -42,7 +46,7 @@ status:
 demo: install
 	$(BIN)/monitor demo
 
-test: install /usr/bin/tinyproxy
+test: install /usr/bin/tinyproxy /usr/bin/chromedriver
 	$(BIN)/pytest -q
 
 test-unit: install

@@ -26,7 +26,10 @@ setup(
         "feedgen>=1.0",  # the Atom feeds of the alerts
         "tldextract>=5.3",  # registrable domains for the same-site filter (its bundled suffix list)
         "PyYAML>=6.0",  # `watch import` of urlwatch's urls.yaml
+        "flask>=3.0",  # the web front (monitor/web)
+        "waitress>=3.0",  # its production WSGI server
+        "prometheus_client>=0.20",  # /metrics
     ],
-    extras_require={"test": ["pytest>=7", "pytest-timeout>=2", "feedparser>=6", "aiosmtpd>=1.4"]},
+    extras_require={"test": ["pytest>=7", "pytest-timeout>=2", "feedparser>=6", "aiosmtpd>=1.4", "selenium>=4.15"]},
     entry_points={"console_scripts": ["monitor = monitor.cli:main"]},
 )

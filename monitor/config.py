@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +130,11 @@ class Config:
     sinks: tuple[DeclaredSink, ...] = ()
     filters: tuple[DeclaredFilter, ...] = ()
 
+    # The web front (monitor/web): HOST:PORT ('': 127.0.0.1 and a port derived from the
+    # home), and the token every request must carry (required off loopback).
+    web_bind: str = ""
+    web_token: str = ""
+
     # --- paths derived from home -------------------------------------------------
     @property
     def db_path(self) -> Path:
@@ -174,6 +180,21 @@ class Config:
         return 10000 + int.from_bytes(digest[:4], "big") % 5000
 
     @property
+    def web_address(self) -> tuple[str, int]:
+        """Where the web front listens: ``web_bind``, or 127.0.0.1 and a port derived from
+        the home path (as the broker's is, in another range)."""
+        if self.web_bind:
+            host, _, port = self.web_bind.rpartition(":")
+            return host.strip("[]") or "127.0.0.1", int(port)
+        digest = hashlib.sha256(b"web:" + str(self.home.resolve()).encode()).digest()
+        return "127.0.0.1", 15000 + int.from_bytes(digest[:4], "big") % 5000
+
+    @property
+    def web_url(self) -> str:
+        host, port = self.web_address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+    @property
     def broker_url(self) -> str:
         """The AMQP URL every process connects to."""
         if self.amqp_url:
@@ -196,6 +217,8 @@ _ENV = {
     "MONITOR_WORKERS": "workers",
     "MONITOR_ALLOW_PRIVATE": "allow_private",
     "MONITOR_LOG_LEVEL": "log_level",
+    "MONITOR_WEB_BIND": "web_bind",
+    "MONITOR_WEB_TOKEN": "web_token",
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -282,6 +305,9 @@ def load(environ: dict[str, str] | None = None) -> Config:
     config = Config(**values)
     if config.parser not in PARSERS:
         raise ConfigError(f"parser: {config.parser!r} is not one of {', '.join(PARSERS)}")
+    if config.web_bind and not re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):\d{1,5}", config.web_bind) \
+            or config.web_bind and not 0 < int(config.web_bind.rpartition(":")[2]) < 65536:
+        raise ConfigError(f"web_bind (MONITOR_WEB_BIND): {config.web_bind!r} is not HOST:PORT")
     if config.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"log_level (MONITOR_LOG_LEVEL): {config.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
     for name, kind in types.items():

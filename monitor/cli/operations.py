@@ -59,14 +59,15 @@ def cmd_status(args, config, store) -> None:
     cooldowns = store.cooldowns(now)
     costly = store.costliest(5)
     if args.json:
-        print_json({"processes": [{"name": process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
+        print_json({"web": config.web_url,
+                    "processes": [{"name": process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
                      "queues": {q: {"ready": r, "unacked": u} for q, (r, u) in depths.items()}, "watches": summary,
                      "checks_per_second": rates, "schedule": lag,
                      "workers": fleet, "hosts_in_cooldown": cooldowns,
                      "costliest": [{"id": w.id, "url": redact(w.url), "cost_ms": w.cost_ms} for w in costly]})
     else:
         where = f"local node on 127.0.0.1:{config.local_amqp_port}" if config.local_broker else redact(config.broker_url)
-        print(f"home: {config.home}   broker: {where}")
+        print(f"home: {config.home}   broker: {where}   web: {config.web_url}")
         print("\nprocesses:")
         if proc_error:
             print(f"  {proc_error}")

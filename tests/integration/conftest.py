@@ -19,6 +19,7 @@ import pytest
 from monitor import amqp
 from monitor import broker as local_broker
 from monitor.config import Config
+from monitor.config import load as load_config
 from monitor.demo import LocalSite
 from monitor.homekey import HomeKey
 from monitor.log import get_logger
@@ -37,6 +38,16 @@ def _free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _answers(url: str) -> bool:
+    """Whether an HTTP server accepts connections at ``url``."""
+    host, port = url.split("//")[1].rstrip("/").rsplit(":", 1)
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def free_broker_port() -> int:
@@ -178,6 +189,18 @@ class Pipeline:
 
     def notifier(self) -> Proc:
         return self.spawn("controller.notifier", "notifier")
+
+    def web(self) -> Proc:
+        """The web front, answering on ``self.config.web_url`` once it has started."""
+        proc = self.spawn("monitor.web.server", "web")
+        wait_for(lambda: _answers(self.web_url) or proc.proc.poll() is not None, timeout=30,
+                 message="the web front listening (or exiting)")
+        return proc
+
+    @property
+    def web_url(self) -> str:
+        """Where this pipeline's web front listens (its home's derived port, or MONITOR_WEB_BIND)."""
+        return load_config(self.env).web_url
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "monitor.cli", *args], env=self.env, cwd=self.home,
