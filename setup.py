@@ -10,6 +10,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     packages=find_packages(include=["monitor", "monitor.*", "workers", "workers.*", "controller", "controller.*"]),
+    package_data={"monitor.web": ["templates/*.html", "static/*"]},  # the dashboard's pages, CSS and script
     install_requires=[
         "pika>=1.3",
         "requests>=2.31",

@@ -367,6 +367,14 @@ class Store:
         rows = self.conn.execute(f"SELECT {_WATCH_COLUMNS}, links_count, alerts_count FROM watches ORDER BY id").fetchall()
         return [_watch(row[:_WATCH_WIDTH], row[_WATCH_WIDTH:]) for row in rows]
 
+    def get_watch_with_counts(self, watch_id: int) -> Watch:
+        """One watch as :meth:`list_watches` gives it (with its counts of known and new links)."""
+        row = None if watch_id > MAX_ID else self.conn.execute(
+            f"SELECT {_WATCH_COLUMNS}, links_count, alerts_count FROM watches WHERE id = ?", (watch_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no watch with id {watch_id}")
+        return _watch(row[:_WATCH_WIDTH], row[_WATCH_WIDTH:])
+
     def remove_watch(self, watch_id: int) -> None:
         """Remove a watch, its links and alerts; its index entries go when the processor
         next looks at :meth:`removed_watches`."""
@@ -688,15 +696,21 @@ class Store:
     def prune(self, now: float, refusals_since: float) -> dict[str, int]:
         """Forget what is no use any more, so the tables stay small over years: workers
         stopped or lost a week ago, cooldowns that ended a day ago, refusals older than
-        ``refusals_since``, per-minute check counts older than a day. Return the rows
-        removed per table."""
+        ``refusals_since``, per-minute check counts older than a day (added first to the
+        minute-0 rows, so the totals :meth:`check_totals` serves never go down). Return the
+        rows removed per table."""
         with self.transaction() as conn:
+            conn.execute("""
+                INSERT INTO check_counts (minute, outcome, count)
+                SELECT 0, outcome, SUM(count) FROM check_counts WHERE minute > 0 AND minute < ? GROUP BY outcome
+                ON CONFLICT (minute, outcome) DO UPDATE SET count = count + excluded.count""",
+                         (int((now - 86400) // 60),))
             return {
                 "workers": conn.execute("DELETE FROM workers WHERE state != 'alive' AND last_heartbeat < ?",
                                         (now - 7 * 86400,)).rowcount,
                 "host_cooldowns": conn.execute("DELETE FROM host_cooldowns WHERE until < ?", (now - 86400,)).rowcount,
                 "refusals": conn.execute("DELETE FROM refusals WHERE at < ?", (refusals_since,)).rowcount,
-                "check_counts": conn.execute("DELETE FROM check_counts WHERE minute < ?",
+                "check_counts": conn.execute("DELETE FROM check_counts WHERE minute > 0 AND minute < ?",
                                              (int((now - 86400) // 60),)).rowcount,
             }
 
@@ -878,15 +892,21 @@ class Store:
         return {row[0]: (row[1], row[2], json.loads(row[3]))
                 for row in self.conn.execute("SELECT name, kind, target, options FROM sinks ORDER BY name")}
 
-    def recent_alerts(self, limit: int, watch_id: int | None = None, tag: str | None = None) -> list[dict]:
-        """The newest ``limit`` alerts (of one watch, or one tag), newest first."""
+    def recent_alerts(self, limit: int, watch_id: int | None = None, tag: str | None = None,
+                      after_rowid: int = 0) -> list[dict]:
+        """The newest ``limit`` alerts (of one watch, or one tag), newest first; with
+        ``after_rowid``, only those recorded after it (what a live page has not shown yet)."""
         rows = self.conn.execute("""
-            SELECT a.alert_id, a.watch_id, w.url, w.name, w.tag, a.url, a.text, a.first_seen
+            SELECT a.alert_id, a.watch_id, w.url, w.name, w.tag, a.url, a.text, a.first_seen, a.rowid
             FROM alerts a JOIN watches w ON w.id = a.watch_id
-            WHERE (? IS NULL OR a.watch_id = ?) AND (? IS NULL OR w.tag = ?)
-            ORDER BY a.first_seen DESC, a.rowid DESC LIMIT ?""", (watch_id, watch_id, tag, tag, limit)).fetchall()
+            WHERE (? IS NULL OR a.watch_id = ?) AND (? IS NULL OR w.tag = ?) AND a.rowid > ?
+            ORDER BY a.first_seen DESC, a.rowid DESC LIMIT ?""", (watch_id, watch_id, tag, tag, after_rowid, limit)).fetchall()
         return [{"alert_id": r[0], "watch_id": r[1], "baseUrl": r[2], "watch_name": r[3], "tag": r[4], "url": r[5],
-                 "text": r[6], "first_seen": r[7]} for r in rows]
+                 "text": r[6], "first_seen": r[7], "rowid": r[8]} for r in rows]
+
+    def last_alert_rowid(self) -> int:
+        """The rowid of the newest alert (0 when none): where a live page starts polling from."""
+        return self.conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM alerts").fetchone()[0]
 
     def alerts_since(self, rowid: int) -> tuple[int, set[int], set[str]]:
         """Alerts recorded after ``rowid``: the newest rowid, and their watches and tags."""
@@ -993,6 +1013,25 @@ class Store:
             "failing": one("SELECT COUNT(*) FROM watches WHERE consecutive_failures > 0"),
             "alerts_last_hour": one("SELECT COUNT(*) FROM alerts WHERE first_seen >= ?", now - 3600),
         }
+
+    def check_totals(self) -> dict[str, int]:
+        """Checks ever recorded, per outcome (what ``/metrics`` counts; see :meth:`prune`)."""
+        return dict(self.conn.execute("SELECT outcome, SUM(count) FROM check_counts GROUP BY outcome").fetchall())
+
+    def last_fetch_times(self) -> list[int]:
+        """The fetch time (ms) of each enabled watch's latest check that fetched something."""
+        return [row[0] for row in self.conn.execute(
+            "SELECT last_elapsed_ms FROM watches WHERE enabled = 1 AND last_elapsed_ms IS NOT NULL")]
+
+    def overdue_watches(self, now: float, margin: float) -> tuple[int, tuple[int, float, int] | None]:
+        """Enabled watches due for longer than ``margin`` or their own interval, whichever is
+        longer (no check for a whole extra interval: the pipeline is stuck): how many, and the
+        most overdue one as (id, seconds overdue, interval)."""
+        late = "enabled = 1 AND ? - next_due > MAX(?, interval_s)"
+        count = self.conn.execute(f"SELECT COUNT(*) FROM watches WHERE {late}", (now, margin)).fetchone()[0]
+        worst = self.conn.execute(f"SELECT id, ? - next_due, interval_s FROM watches WHERE {late} "
+                                  "ORDER BY next_due LIMIT 1", (now, now, margin)).fetchone()
+        return count, tuple(worst) if worst else None
 
 
 def open_store(path: Path) -> Store:

@@ -14,7 +14,7 @@ from monitor.durations import format_age
 from monitor.fetch import FetchError, fetch
 from monitor.log import describe, get_logger
 from monitor.messages import HostDisabled
-from monitor.store import MAX_ID, Duplicate, NotFound, Store, parse_id
+from monitor.store import MAX_ID, Duplicate, NotFound, Proxy, Store, parse_id
 from monitor.urls import redact
 
 # --- proxies and workers -----------------------------------------------------------------------
@@ -81,12 +81,17 @@ def cmd_proxy_add(args, config, store) -> None:
     print(f"added proxy {proxy.id}: {redact(proxy.url)}")
 
 
+def proxy_dict(p: Proxy) -> dict:
+    """A proxy as ``proxy list --json`` and the web API show it (its password masked)."""
+    return {"id": p.id, "url": redact(p.url), "leased_to": list(p.leased_to), "last_error": p.last_error,
+            "requests": p.requests, "refusals": p.refusals, "failed_at": p.failed_at}
+
+
 def cmd_proxy_list(args, config, store) -> None:
     proxies = store.list_proxies()
     if args.json:
         for p in proxies:
-            print_json({"id": p.id, "url": redact(p.url), "leased_to": list(p.leased_to), "last_error": p.last_error,
-                         "requests": p.requests, "refusals": p.refusals, "failed_at": p.failed_at})
+            print_json(proxy_dict(p))
         return
     if not proxies:
         print("no proxies: workers fetch directly (add one with `monitor proxy add http://user:pass@host:port`)")

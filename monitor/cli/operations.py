@@ -5,6 +5,8 @@ import dataclasses
 import sys
 import time
 
+import pika
+
 from monitor import amqp, broker, deadletters, stack
 from monitor.check import check_page, noise_of
 from monitor.cli.common import RuntimeFailure, UsageError, cost, print_json, ts, watch_url
@@ -16,16 +18,66 @@ from monitor.urls import redact
 
 # --- the stack -------------------------------------------------------------------------------
 def _queue_depths(config) -> dict[str, tuple[int, int | None]]:
+    """``{queue: (ready, unacked)}``; a queue the pipeline has not declared yet is left out."""
     if config.local_broker:
         return broker.queue_depths(config)
     connection = amqp.connect(config, get_logger("cli"), attempts=1)
+    depths: dict[str, tuple[int, int | None]] = {}
     try:
-        channel = amqp.open_channel(connection, config)
-        # A passive declare reports ready messages only; unacked needs the management API.
-        return {queue: (channel.queue_declare(queue, passive=True).method.message_count, None)
-                for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER)}
+        for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER):
+            # One channel per queue: the broker closes the channel of a passive declare of a
+            # queue that does not exist yet. It reports ready messages only (unacked needs the
+            # management API).
+            try:
+                depths[queue] = (connection.channel().queue_declare(queue, passive=True).method.message_count, None)
+            except pika.exceptions.ChannelClosedByBroker:
+                pass
+        return depths
     finally:
         connection.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """What ``monitor status`` shows and ``/metrics`` and ``/healthz`` serve, gathered once.
+    ``process_error`` / ``queue_error`` say why ``processes`` / ``queues`` are empty (supervisord
+    or the broker could not be reached)."""
+    now: float
+    processes: list[dict]
+    process_error: str | None
+    queues: dict[str, tuple[int, int | None]]
+    queue_error: str | None
+    summary: dict[str, int]
+    rates: dict[str, dict[str, float]]
+    lag: dict[str, float | int]
+    fleet: dict[str, int]
+    cooldowns: dict[str, float]
+    costly: list
+
+
+def gather_status(config, store: Store, now: float | None = None) -> Status:
+    """Ask supervisord, the broker and the store how the stack stands; what cannot be reached
+    is reported in the result, never raised."""
+    now = time.time() if now is None else now
+    try:
+        procs, proc_error = stack.processes(config), None
+    except stack.StackError as exc:
+        procs, proc_error = [], str(exc)
+    try:
+        if proc_error and config.local_broker:  # the node is one of the stack's programs
+            raise broker.BrokerError("the local node is not running")
+        depths, depth_error = _queue_depths(config), None
+    except (broker.BrokerError, amqp.BrokerUnavailable, *amqp.RECOVERABLE, OSError) as exc:
+        depths, depth_error = {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    states = [w.state for w in store.list_workers()]
+    return Status(
+        now=now, processes=procs, process_error=proc_error, queues=depths, queue_error=depth_error,
+        summary=store.summary(now, config.job_timeout),
+        rates={"last_minute": store.check_rates(now, 60), "last_5_minutes": store.check_rates(now, 300)},
+        lag=store.schedule_lag(now),
+        fleet={state: states.count(state) for state in ("alive", "lost", "stopped")},
+        cooldowns=store.cooldowns(now),
+        costly=store.costliest(5))
 
 
 def process_name(info: dict) -> str:
@@ -38,26 +90,10 @@ def _share(rate: dict[str, float], outcome: str) -> str:
 
 
 def cmd_status(args, config, store) -> None:
-    now = time.time()
-    try:
-        procs = stack.processes(config)
-    except stack.StackError as exc:
-        procs, proc_error = [], str(exc)
-    else:
-        proc_error = None
-    try:
-        if proc_error and config.local_broker:  # the node is one of the stack's programs
-            raise broker.BrokerError("the local node is not running")
-        depths, depth_error = _queue_depths(config), None
-    except (broker.BrokerError, amqp.BrokerUnavailable, *amqp.RECOVERABLE, OSError) as exc:
-        depths, depth_error = {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    summary = store.summary(now, config.job_timeout)
-    rates = {"last_minute": store.check_rates(now, 60), "last_5_minutes": store.check_rates(now, 300)}
-    lag = store.schedule_lag(now)
-    states = [w.state for w in store.list_workers()]
-    fleet = {state: states.count(state) for state in ("alive", "lost", "stopped")}
-    cooldowns = store.cooldowns(now)
-    costly = store.costliest(5)
+    status = gather_status(config, store)
+    procs, proc_error, depths, depth_error = status.processes, status.process_error, status.queues, status.queue_error
+    summary, rates, lag, fleet = status.summary, status.rates, status.lag, status.fleet
+    cooldowns, costly = status.cooldowns, status.costly
     if args.json:
         print_json({"web": config.web_url,
                     "processes": [{"name": process_name(p), "state": p["statename"], "pid": p["pid"]} for p in procs],
@@ -156,20 +192,26 @@ def cmd_check(args, config, store) -> None:
 
 
 
-def _dead_letters(config):
+def dead_letters(config) -> deadletters.DeadLetterQueue:
+    """A connection to the dead-letter queue (RuntimeFailure when the broker cannot be reached)."""
     try:
         return deadletters.DeadLetterQueue(config)
     except amqp.BrokerUnavailable as exc:
         raise RuntimeFailure(str(exc)) from None
 
 
+def dead_letter_dict(letter: deadletters.DeadLetter) -> dict:
+    """A dead letter as ``dlq list --json`` and the web API show it."""
+    return {"id": letter.id, "queue": letter.queue, "reason": letter.reason,
+            "body": letter.body.decode("utf-8", errors="replace")}
+
+
 def cmd_dlq_list(args, config, store) -> None:
-    with _dead_letters(config) as dlq:
+    with dead_letters(config) as dlq:
         letters = dlq.list()
     for letter in letters:
         if args.json:
-            print_json({"id": letter.id, "queue": letter.queue, "reason": letter.reason,
-                         "body": letter.body.decode("utf-8", errors="replace")})
+            print_json(dead_letter_dict(letter))
         else:
             print(f"{letter.id}  from {letter.queue} ({letter.reason})  {letter.preview()}")
     if not args.json:
@@ -180,7 +222,7 @@ def cmd_dlq_list(args, config, store) -> None:
 def cmd_dlq_replay(args, config, store) -> None:
     if args.all == bool(args.ids):
         raise UsageError("give dead-letter IDs (see `monitor dlq list`) or --all")
-    with _dead_letters(config) as dlq:
+    with dead_letters(config) as dlq:
         replayed = dlq.replay(None if args.all else set(args.ids))
     missing = set(args.ids) - {letter.id for letter in replayed}
     print(f"replayed {len(replayed)} message(s)")
@@ -189,7 +231,7 @@ def cmd_dlq_replay(args, config, store) -> None:
 
 
 def cmd_dlq_purge(args, config, store) -> None:
-    with _dead_letters(config) as dlq:
+    with dead_letters(config) as dlq:
         print(f"purged {dlq.purge()} dead letter(s)")
 
 

@@ -12,7 +12,7 @@ from monitor.cli.common import RuntimeFailure, UsageError, find_watch, print_jso
 from monitor.durations import format_duration, parse_duration
 from monitor.sinks import declared
 from monitor.sinks.channels import KINDS, NAME, BadTarget, DeliveryFailed, build, mask
-from monitor.store import Declared, Duplicate, NotFound
+from monitor.store import Declared, Duplicate, NotFound, SinkRecord
 
 
 def apply_declarations(config, store) -> None:
@@ -76,15 +76,20 @@ def _kind(sink) -> str:
     return f"{sink.kind}, digest {format_duration(digest)}" if digest else sink.kind
 
 
+def sink_dict(sink: SinkRecord) -> dict:
+    """A sink as ``sink list --json`` and the web API show it (its target's secrets masked)."""
+    return {"name": sink.name, "kind": sink.kind, "target": mask(sink.target), "watch_id": sink.watch_id,
+            "tag": sink.tag, "digest": sink.options.get("digest"), "declared": sink.declared,
+            "delivered": sink.delivered, "pending": sink.pending, "failed": sink.failed,
+            "failing_since": sink.failing_since, "last_error": sink.last_error}
+
+
 def cmd_sink_list(args, config, store) -> None:
     apply_declarations(config, store)
     sinks = store.list_sinks()
     if args.json:
         for sink in sinks:
-            print_json({"name": sink.name, "kind": sink.kind, "target": mask(sink.target), "watch_id": sink.watch_id,
-                        "tag": sink.tag, "digest": sink.options.get("digest"), "declared": sink.declared,
-                        "delivered": sink.delivered, "pending": sink.pending, "failed": sink.failed,
-                        "failing_since": sink.failing_since, "last_error": sink.last_error})
+            print_json(sink_dict(sink))
         return
     if not sinks:
         print("no sinks: alerts go to alerts.jsonl and the log only (add one with `monitor sink add KIND TARGET`)")

@@ -20,7 +20,7 @@ from monitor.cli.common import (
     watch_url,
 )
 from monitor.durations import format_age, format_duration, parse_duration
-from monitor.store import Duplicate
+from monitor.store import Duplicate, Store, Watch
 from monitor.urls import MASK, redact
 
 
@@ -49,24 +49,35 @@ def _region(selector: str) -> str:
     return f"only links inside {selector!r}" if selector else "every link of the page"
 
 
-def cmd_watch_add(args, config, store) -> None:
-    interval = interval_seconds(args.interval, config)
-    url, warning = watch_url(args.url, config)
-    selector = "" if args.selector is None else checked_selector(args.selector)
-    params = checked_params(args.ignore_param or [""])
+def add_watch(config, store: Store, url: str, interval: str | None, name: str | None = None, tag: str | None = None,
+              selector: str | None = None, ignore_params: list[str] | None = None) -> tuple[Watch, str | None]:
+    """Check a new watch's settings as ``watch add`` takes them, then add it (UsageError, and
+    nothing added, on bad input or a duplicate). Returns the watch and a warning, if any
+    (see :func:`~monitor.cli.common.watch_url`). Shared with the web API."""
+    interval_s = interval_seconds(interval, config)
+    checked_url, warning = watch_url(url, config)
+    checked = "" if selector is None else checked_selector(selector)
+    params = checked_params(ignore_params or [""])
     try:
-        watch = store.add_watch(url, interval, args.name, args.tag, selector=selector)
+        watch = store.add_watch(checked_url, interval_s, name, tag, selector=checked)
     except Duplicate as exc:
         raise UsageError(str(exc)) from None
     if params:
         watch = store.set_ignore_params(watch.id, params)
+    return watch, warning
+
+
+def cmd_watch_add(args, config, store) -> None:
+    watch, warning = add_watch(config, store, args.url, args.interval, args.name, args.tag, args.selector,
+                               args.ignore_param)
     print(f"added watch {watch.id}: {redact(watch.url)} every {format_duration(watch.interval_s)} "
-          f"(first check at {ts(watch.next_due)})" + (f", {_region(selector)}" if selector else ""))
+          f"(first check at {ts(watch.next_due)})" + (f", {_region(watch.selector)}" if watch.selector else ""))
     if warning:
         print(f"monitor: warning: {warning}", file=sys.stderr)
 
 
-def _watch_dict(watch) -> dict:
+def watch_dict(watch: Watch) -> dict:
+    """A watch as ``watch list --json`` and the web API show it (its password masked)."""
     return {"id": watch.id, "url": redact(watch.url), "name": watch.name, "tag": watch.tag, "interval": format_duration(watch.interval_s),
             "enabled": watch.enabled, "last_check": watch.last_check, "last_status": watch.last_status,
             "last_elapsed_ms": watch.last_elapsed_ms, "cost_ms": watch.cost_ms, "links_known": watch.links_known, "new_links": watch.new_links,
@@ -90,7 +101,7 @@ def cmd_watch_list(args, config, store) -> None:
     watches = store.list_watches()
     if args.json:
         for watch in watches:
-            print_json(_watch_dict(watch))
+            print_json(watch_dict(watch))
         return
     if not watches:
         print("no watches yet: add one with `monitor watch add https://example.org/`")
@@ -115,14 +126,22 @@ def cmd_watch_enable(args, config, store) -> None:
     print(f"watch {watch.id} {'enabled' if watch.enabled else 'disabled'}")
 
 
+def checked_changes(config, interval: str | None, selector: str | None,
+                    ignore_params: list[str] | None) -> tuple[int | None, str | None, list[str] | None]:
+    """``watch set``'s changes, all checked before any is made (UsageError on bad input):
+    the interval in seconds, the selector ('' for the whole page) and the parameter names,
+    each None when not given. Shared with the web API."""
+    interval_s = None if interval is None else interval_seconds(interval, config)
+    checked = checked_selector(selector) if selector else selector  # None and "" pass as they are
+    params = None if ignore_params is None else checked_params(ignore_params)
+    return interval_s, checked, params
+
+
 def cmd_watch_set(args, config, store) -> None:
     if args.interval is None and args.selector is None and args.ignore_param is None and not args.forget_volatile:
         raise UsageError("nothing to set: give --interval, --selector, --ignore-param or --forget-volatile")
     watch_id = watch_id_of(store, args.id)
-    # Everything is checked before anything changes.
-    interval = None if args.interval is None else interval_seconds(args.interval, config)
-    selector = None if args.selector in (None, "") else checked_selector(args.selector)
-    params = None if args.ignore_param is None else checked_params(args.ignore_param)
+    interval, selector, params = checked_changes(config, args.interval, args.selector, args.ignore_param)
     if args.forget_volatile:
         watch = store.forget_volatile_params(watch_id)
         print(f"watch {watch.id} compares its links with every parameter again, but those it ignores itself "
@@ -135,9 +154,9 @@ def cmd_watch_set(args, config, store) -> None:
     if interval is not None:
         watch = store.update_watch(watch_id, interval_s=interval)
         print(f"watch {watch.id} now every {format_duration(watch.interval_s)}")
-    if args.selector is not None:
+    if selector is not None:
         before = store.get_watch(watch_id).selector
-        watch = store.set_selector(watch_id, selector or "")
+        watch = store.set_selector(watch_id, selector)
         if watch.selector == before:
             print(f"watch {watch.id} keeps {_region(watch.selector)} (unchanged)")
         else:
@@ -240,14 +259,17 @@ def cmd_links(args, config, store) -> None:
         print(f"no links known yet for watch {watch.id} (last status: {watch.last_status or 'never checked'})")
 
 
+def alerts_since(duration: str) -> float:
+    """The time ``--since DURATION`` means (``1h``: an hour ago); UsageError if unreadable."""
+    try:
+        return time.time() - parse_duration(duration)
+    except ValueError as exc:
+        raise UsageError(str(exc).replace("interval", "duration")) from None
+
+
 def cmd_alerts(args, config, store) -> None:
     watch_id = watch_id_of(store, args.watch) if args.watch else None
-    since = 0.0
-    if args.since:
-        try:
-            since = time.time() - parse_duration(args.since)
-        except ValueError as exc:
-            raise UsageError(str(exc).replace("interval", "duration")) from None
+    since = alerts_since(args.since) if args.since else 0.0
     last = 0
     while True:
         for rowid, alert in store.alerts(since, watch_id, after_rowid=last):
