@@ -197,6 +197,7 @@ class Processor:
                 "status": status, "outcome": _outcome(task), "validators": validators,
                 "http_status": task.http_status, "elapsed_ms": task.elapsed_ms, "links": links,
                 "notices": notices, "health": health, "volatile": sorted(volatile),
+                "found": len(task.context) if task.status == "ok" else None,
                 "adopted_selector": watch.selector if adopted else None,
             })
         if not checks:
@@ -334,7 +335,7 @@ class Processor:
                 alert_ids={link["url"]: link["alert_id"] for link in check["links"] if link["alert_id"]},
                 outcome=check.get("outcome", "ok"), validators=None if validators is None else Validators(*validators),
                 fetched_at=check.get("fetched_at"), notices=tuple(notices), health=check.get("health"),
-                volatile=tuple(check.get("volatile", ())),
+                volatile=tuple(check.get("volatile", ())), found=check.get("found"),
                 adopted_selector=check.get("adopted_selector"),
             ))
             alerts.extend(Alert(link["alert_id"], check["watch_id"], redact(check["base_url"]), link["url"], link["text"],

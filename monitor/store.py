@@ -148,6 +148,7 @@ class Validators:
 # How a check ended, as counted per minute in check_counts.
 OUTCOMES = ("ok", "not_modified_http", "not_modified_hash", "error", "skipped")
 FAILING = ("error", "skipped")  # the outcomes of a check that did not see the page
+HISTORY = 50  # recent checks kept per watch (migrations/0015_check_history.sql)
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,20 @@ class CheckResult:
     notices: tuple[tuple[str, str], ...] = ()  # (alert id, text): alerts about the page itself
     health: str | None = None  # "broken" or "recovered": the alert about it is among the notices
     volatile: tuple[str, ...] = ()  # query parameters found to change on every check (added to the watch's)
+    found: int | None = None  # links on the page (None: not parsed)
     # The selector whose first check this is ('' for the whole page): its links are now the known ones.
     adopted_selector: str | None = None
+
+
+class CheckLine(NamedTuple):
+    """One check in a watch's history (:meth:`Store.recent_checks`)."""
+    checked_at: float
+    outcome: str
+    status: str
+    elapsed_ms: int | None
+    found: int | None
+    new: int
+    alerted: int
 
 
 class WatchState(NamedTuple):
@@ -391,8 +404,9 @@ class Store:
             conn.executemany("DELETE FROM removed_watches WHERE id = ?", [(i,) for i in watch_ids])
 
     def update_watch(self, watch_id: int, *, enabled: bool | None = None, interval_s: int | None = None,
-                     now: float | None = None) -> Watch:
-        """Enable/disable a watch or change its interval (which also moves its next check)."""
+                     name: str | None = None, tag: str | None = None, now: float | None = None) -> Watch:
+        """Enable/disable a watch, change its interval (which also moves its next check), or
+        its name or tag (checked; None: unchanged, '': none)."""
         now = time.time() if now is None else now
         with self.transaction() as conn:
             if conn.execute("SELECT 1 FROM watches WHERE id = ?", (watch_id,)).fetchone() is None:
@@ -402,6 +416,9 @@ class Store:
             if interval_s is not None:
                 conn.execute("UPDATE watches SET interval_s = ?, next_due = MIN(next_due, ?) WHERE id = ?",
                              (interval_s, next_slot(watch_id, interval_s, now), watch_id))
+            for column, value in (("name", name), ("tag", tag)):
+                if value is not None:
+                    conn.execute(f"UPDATE watches SET {column} = ? WHERE id = ?", (value or None, watch_id))
         return self.get_watch(watch_id)
 
     def set_selector(self, watch_id: int, selector: str, now: float | None = None) -> Watch:
@@ -521,11 +538,20 @@ class Store:
         new_alerts = conn.executemany(
             "INSERT OR IGNORE INTO alerts (alert_id, watch_id, url, text, first_seen) VALUES (?, ?, ?, ?, ?)",
             alerts).rowcount
+        # The check's line in the watch's history: the ring's next slot, once (a replayed
+        # outbox record carries the same checked_at and adds no second line).
+        kept = conn.execute("""
+            INSERT OR REPLACE INTO checks (watch_id, slot, checked_at, outcome, status, elapsed_ms, found, new, alerted)
+            SELECT id, checks_done % ?, ?, ?, ?, ?, ?, ?, ? FROM watches
+            WHERE id = ? AND NOT EXISTS (SELECT 1 FROM checks WHERE watch_id = ? AND checked_at = ?)""",
+            (HISTORY, result.checked_at, result.outcome, result.status, result.elapsed_ms, result.found,
+             len(result.links), len(result.alert_ids), result.watch_id, result.watch_id, result.checked_at)).rowcount
         conn.execute("""
             UPDATE watches SET last_check = :checked, last_status = :status, last_http_status = :http,
                    last_elapsed_ms = :elapsed, in_flight_since = NULL, next_due = :due,
                    last_fetched_at = COALESCE(:fetched, last_fetched_at),
                    links_count = links_count + :new_links, alerts_count = alerts_count + :new_alerts,
+                   checks_done = checks_done + :kept,
                    consecutive_failures = CASE WHEN :failed THEN consecutive_failures + 1 ELSE 0 END,
                    failing_since = CASE WHEN :failing THEN COALESCE(failing_since, :checked) END,
                    broken_alerted = CASE WHEN :health = 'broken' THEN 1 WHEN :failing THEN broken_alerted ELSE 0 END,
@@ -536,7 +562,7 @@ class Store:
                                 "failing": result.outcome in FAILING, "health": result.health,
                                 "id": result.watch_id, "due": next_slot(result.watch_id, row[0], result.checked_at),
                                 "fetched": result.fetched_at, "new_links": max(new_links, 0),
-                                "new_alerts": max(new_alerts, 0)})
+                                "new_alerts": max(new_alerts, 0), "kept": kept})
         if result.volatile:
             known = conn.execute("SELECT volatile_params FROM watches WHERE id = ?", (result.watch_id,)).fetchone()[0]
             conn.execute("UPDATE watches SET volatile_params = ? WHERE id = ?",
@@ -548,6 +574,29 @@ class Store:
         if result.adopted_selector is not None:
             conn.execute("UPDATE watches SET links_selector = ? WHERE id = ?", (result.adopted_selector, result.watch_id))
         return True
+
+    def recent_checks(self, watch_id: int) -> list[CheckLine]:
+        """The watch's last ``HISTORY`` checks, newest first."""
+        return [CheckLine(*row) for row in self.conn.execute(
+            "SELECT checked_at, outcome, status, elapsed_ms, found, new, alerted FROM checks WHERE watch_id = ? "
+            "ORDER BY checked_at DESC", (watch_id,))]
+
+    def check_outcomes(self, watch_ids: list[int]) -> dict[int, list[tuple[str, int | None]]]:
+        """The recent checks of these watches as ``(outcome, elapsed_ms)``, oldest first (the
+        dashboard's sparklines)."""
+        lines: dict[int, list[tuple[str, int | None]]] = {}
+        for start in range(0, len(watch_ids), 500):  # (SQLite bounds the parameters of one query)
+            chunk = watch_ids[start:start + 500]
+            for watch_id, outcome, elapsed in self.conn.execute(
+                    "SELECT watch_id, outcome, elapsed_ms FROM checks "
+                    f"WHERE watch_id IN ({','.join('?' * len(chunk))}) ORDER BY watch_id, checked_at", chunk):
+                lines.setdefault(watch_id, []).append((outcome, elapsed))
+        return lines
+
+    def alerts_per_day(self, now: float) -> dict[int, int]:
+        """Alerts of each watch in the 24 hours before ``now``."""
+        return dict(self.conn.execute("SELECT watch_id, COUNT(*) FROM alerts WHERE first_seen >= ? GROUP BY watch_id",
+                                      (now - 86400,)))
 
     def links(self, watch_id: int, limit: int | None = None) -> list[LinkRecord]:
         """Links known for a watch, newest first."""

@@ -99,9 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = watch.add_parser(name, help=f"{name} checking a watch")
         p.add_argument("id", metavar="ID|URL")
         p.set_defaults(func=_lazy("watches", "cmd_watch_enable"))
-    p = watch.add_parser("set", help="change a watch's interval or selector")
+    p = watch.add_parser("set", help="change a watch's interval, selector, name or tag")
     p.add_argument("id", metavar="ID|URL")
     p.add_argument("--interval")
+    p.add_argument("--name", help="a new name ('' for none; at most 200 characters, one line)")
+    p.add_argument("--tag", help="a new tag ('' for none; at most 200 characters, one line)")
     p.add_argument("--selector", metavar="CSS", help="only links inside the regions it matches ('' for the whole page)")
     p.add_argument("--ignore-param", action="append", metavar="NAME", help=IGNORE_PARAM + " ('' for none)")
     p.add_argument("--forget-volatile", action="store_true",

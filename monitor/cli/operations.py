@@ -219,15 +219,22 @@ def cmd_dlq_list(args, config, store) -> None:
               file=sys.stderr)
 
 
+def replay_dead_letters(config, ids: set[str] | None) -> tuple[list[str], list[str]]:
+    """Send dead letters (``ids``, or all of them for None) back to their queue: the ids
+    replayed and those asked for that were not found (RuntimeFailure without a broker).
+    Shared by ``dlq replay``, the web API and the fleet page."""
+    with dead_letters(config) as dlq:
+        replayed = [letter.id for letter in dlq.replay(ids)]
+    return replayed, sorted(set(ids or ()) - set(replayed))
+
+
 def cmd_dlq_replay(args, config, store) -> None:
     if args.all == bool(args.ids):
         raise UsageError("give dead-letter IDs (see `monitor dlq list`) or --all")
-    with dead_letters(config) as dlq:
-        replayed = dlq.replay(None if args.all else set(args.ids))
-    missing = set(args.ids) - {letter.id for letter in replayed}
+    replayed, missing = replay_dead_letters(config, None if args.all else set(args.ids))
     print(f"replayed {len(replayed)} message(s)")
     if missing:
-        raise UsageError(f"not in dead_letter (or not replayable): {', '.join(sorted(missing))}")
+        raise UsageError(f"not in dead_letter (or not replayable): {', '.join(missing)}")
 
 
 def cmd_dlq_purge(args, config, store) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import sys
 import time
+import unicodedata
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -58,6 +59,7 @@ def add_watch(config, store: Store, url: str, interval: str | None, name: str | 
     checked_url, warning = watch_url(url, config)
     checked = "" if selector is None else checked_selector(selector)
     params = checked_params(ignore_params or [""])
+    name, tag = checked_label("name", name) or None, checked_label("tag", tag) or None
     try:
         watch = store.add_watch(checked_url, interval_s, name, tag, selector=checked)
     except Duplicate as exc:
@@ -85,7 +87,7 @@ def watch_dict(watch: Watch) -> dict:
             "ignore_params": watch.ignore_params.split(), "volatile_params": watch.volatile_params.split()}
 
 
-def _status_line(watch, disabled: dict[str, str]) -> str:
+def status_line(watch: Watch, disabled: dict[str, str]) -> str:
     """The last status, with why a skipped watch's host is disabled and how to lift it."""
     status = watch.last_status or "never checked"
     host = urlsplit(watch.url).hostname or ""
@@ -109,7 +111,7 @@ def cmd_watch_list(args, config, store) -> None:
     now = time.time()
     disabled = {c.host: f"{c.reason}, {c.strikes} in a row" for c in store.host_cooldowns(now)}
     rows = [[str(w.id), redact(w.url), format_duration(w.interval_s) + ("" if w.enabled else " (off)"),
-             format_age(now - w.last_check if w.last_check else None), _status_line(w, disabled),
+             format_age(now - w.last_check if w.last_check else None), status_line(w, disabled),
              str(w.links_known), str(w.new_links), cost(w.cost_ms)] for w in watches]
     print(table(["ID", "URL", "INTERVAL", "LAST CHECK", "LAST STATUS", "LINKS", "NEW", "COST"], rows))
 
@@ -126,22 +128,42 @@ def cmd_watch_enable(args, config, store) -> None:
     print(f"watch {watch.id} {'enabled' if watch.enabled else 'disabled'}")
 
 
-def checked_changes(config, interval: str | None, selector: str | None,
-                    ignore_params: list[str] | None) -> tuple[int | None, str | None, list[str] | None]:
+MAX_LABEL = 200  # characters of a watch's name or tag
+
+
+def checked_label(field: str, value: str | None) -> str | None:
+    """A new name or tag (``field``): None (unchanged) and '' (none) as they are, else at
+    most MAX_LABEL characters on one line (UsageError otherwise)."""
+    if value and len(value) > MAX_LABEL:
+        raise UsageError(f"{field}: at most {MAX_LABEL} characters (got {len(value)})")
+    if value and any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in value):
+        raise UsageError(f"{field}: one line, without line breaks, tabs or control characters")
+    return value
+
+
+def checked_changes(config, interval: str | None, selector: str | None, ignore_params: list[str] | None,
+                    name: str | None = None, tag: str | None = None):
     """``watch set``'s changes, all checked before any is made (UsageError on bad input):
-    the interval in seconds, the selector ('' for the whole page) and the parameter names,
-    each None when not given. Shared with the web API."""
+    the interval in seconds, the selector ('' for the whole page), the parameter names, the
+    name and the tag ('' for none), each None when not given. Shared with the web API and pages."""
     interval_s = None if interval is None else interval_seconds(interval, config)
     checked = checked_selector(selector) if selector else selector  # None and "" pass as they are
     params = None if ignore_params is None else checked_params(ignore_params)
-    return interval_s, checked, params
+    return interval_s, checked, params, checked_label("name", name), checked_label("tag", tag)
 
 
 def cmd_watch_set(args, config, store) -> None:
-    if args.interval is None and args.selector is None and args.ignore_param is None and not args.forget_volatile:
-        raise UsageError("nothing to set: give --interval, --selector, --ignore-param or --forget-volatile")
+    if (args.interval is None and args.selector is None and args.ignore_param is None and not args.forget_volatile
+            and args.name is None and args.tag is None):
+        raise UsageError("nothing to set: give --interval, --selector, --ignore-param, --forget-volatile, --name or --tag")
     watch_id = watch_id_of(store, args.id)
-    interval, selector, params = checked_changes(config, args.interval, args.selector, args.ignore_param)
+    interval, selector, params, name, tag = checked_changes(config, args.interval, args.selector, args.ignore_param,
+                                                            args.name, args.tag)
+    if name is not None or tag is not None:
+        watch = store.update_watch(watch_id, name=name, tag=tag)
+        for field, value, shown in (("name", name, watch.name), ("tag", tag, watch.tag)):
+            if value is not None:
+                print(f"watch {watch.id} now {'has no ' + field if shown is None else f'has {field} {shown!r}'}")
     if args.forget_volatile:
         watch = store.forget_volatile_params(watch_id)
         print(f"watch {watch.id} compares its links with every parameter again, but those it ignores itself "

@@ -20,6 +20,7 @@ from monitor.cli import positive_int
 from monitor.cli.common import RuntimeFailure, UsageError, watch_id_of
 from monitor.cli.fleet import proxy_dict
 from monitor.cli.operations import dead_letter_dict, dead_letters
+from monitor.cli.operations import replay_dead_letters as replay_letters  # (the route below has its name)
 from monitor.cli.sinks import sink_dict
 from monitor.cli.watches import add_watch, alerts_since, checked_changes, watch_dict
 from monitor.store import NotFound
@@ -149,23 +150,26 @@ def get_watch(watch_id: int) -> ResponseReturnValue:
 def change_watch(watch_id: int) -> ResponseReturnValue:
     """Change what ``monitor watch set|enable|disable`` changes; all is checked first."""
     store().get_watch(watch_id)  # an unknown watch is 404 whatever the body says
-    body = _body({"interval", "enabled", "selector", "ignore_params", "forget_volatile"})
+    body = _body({"interval", "enabled", "selector", "ignore_params", "forget_volatile", "name", "tag"})
     if not body:
-        raise UsageError("nothing to change: give interval, enabled, selector, ignore_params or forget_volatile")
+        raise UsageError("nothing to change: give interval, enabled, selector, ignore_params, forget_volatile, "
+                         "name or tag")
     enabled, forget = body.get("enabled"), body.get("forget_volatile")
     if enabled is not None and not isinstance(enabled, bool):
         raise UsageError("enabled: true or false is expected")
     if forget not in (None, True):
         raise UsageError("forget_volatile: only true is meaningful")
-    interval_s, selector, params = checked_changes(g.config, _interval(body), _string(body, "selector"),
-                                                   _strings(body, "ignore_params"))
+    # (A null name or tag leaves it as it is; "" clears it, as `watch set --name ""` does.)
+    interval_s, selector, params, name, tag = checked_changes(
+        g.config, _interval(body), _string(body, "selector"), _strings(body, "ignore_params"),
+        _string(body, "name"), _string(body, "tag"))
     # The same calls, in the same order, as `monitor watch set`.
     if forget:
         store().forget_volatile_params(watch_id)
     if params is not None:
         store().set_ignore_params(watch_id, params)
-    if interval_s is not None or enabled is not None:
-        store().update_watch(watch_id, enabled=enabled, interval_s=interval_s)
+    if interval_s is not None or enabled is not None or name is not None or tag is not None:
+        store().update_watch(watch_id, enabled=enabled, interval_s=interval_s, name=name, tag=tag)
     if selector is not None:
         store().set_selector(watch_id, selector)
     return jsonify(watch_dict(store().get_watch_with_counts(watch_id)))
@@ -241,9 +245,8 @@ def replay_dead_letters() -> ResponseReturnValue:
     ids, everything = _strings(body, "ids"), body.get("all", False)
     if not isinstance(everything, bool) or everything == bool(ids):
         raise UsageError('give "ids": [dead-letter IDs] or "all": true')
-    with dead_letters(g.config) as dlq:
-        replayed = [letter.id for letter in dlq.replay(None if everything else set(ids))]
-    return jsonify(replayed=replayed, missing=sorted(set(ids or []) - set(replayed)))
+    replayed, missing = replay_letters(g.config, None if everything else set(ids))
+    return jsonify(replayed=replayed, missing=missing)
 
 
 @blueprint.get("/openapi.json")

@@ -61,7 +61,11 @@ _SCHEMAS = {
         "selector": {"type": "string", "description": "'' for the whole page; a change rechecks at once"},
         "ignore_params": {"type": "array", "items": {"type": "string"}},
         "forget_volatile": {"type": "boolean", "enum": [True],
-                            "description": "compare links again with the parameters found to change every check"}}},
+                            "description": "compare links again with the parameters found to change every check"},
+        "name": {"type": "string", "nullable": True, "maxLength": 200,
+                 "description": "one line; '' for none, null leaves it as it is"},
+        "tag": {"type": "string", "nullable": True, "maxLength": 200,
+                "description": "one line; '' for none, null leaves it as it is"}}},
     "Link": {"type": "object", "properties": {
         "watch_id": {"type": "integer"}, "url": {"type": "string"}, "text": {"type": "string"},
         "code": {"type": "string"}, "first_seen": {"type": "number"}}},

@@ -22,10 +22,11 @@ from flask import Blueprint, Response, abort, g, jsonify, redirect, render_templ
 
 from monitor import amqp
 from monitor import store as stores
-from monitor.cli.common import UsageError, cost, interval_seconds, ts
-from monitor.cli.operations import gather_status
-from monitor.cli.watches import _status_line as status_line  # the CLI's wording of a watch's status
+from monitor.cli.common import RuntimeFailure, UsageError, cost, interval_seconds, ts
+from monitor.cli.operations import gather_status, replay_dead_letters
+from monitor.cli.watches import status_line  # the CLI's wording of a watch's status
 from monitor.cli.watches import add_watch as checked_add_watch
+from monitor.cli.watches import checked_label
 from monitor.durations import format_age, format_duration
 from monitor.store import Watch
 from monitor.urls import redact
@@ -179,6 +180,8 @@ def _watches_page(error: str | None = None, form: dict | None = None, status: in
     disabled = _disabled_hosts()
     rows = [(w, status_kind(w), status_line(w, disabled)) for w in watches]
     return render_template("watches.html", rows=rows, q=query, error=error, form=form or {},
+                           sparks=store().check_outcomes([w.id for w in watches]),
+                           per_day=store().alerts_per_day(time.time()),
                            default_interval=format_duration(g.config.default_interval)), status
 
 
@@ -235,11 +238,28 @@ def set_interval(watch_id: int):
     try:
         interval = interval_seconds(request.form.get("interval", "").strip(), g.config)
     except UsageError as exc:
-        if request.form.get("back") == "list":
-            return _watches_page(str(exc), status=400)
-        return _watch_page(watch_id, str(exc), 400)
+        return _refused(watch_id, exc)
     store().update_watch(watch_id, interval_s=interval)
     return _back(watch_id)
+
+
+@blueprint.post("/watches/<int:watch_id>/label")
+def set_label(watch_id: int):
+    """Rename or retag a watch (``monitor watch set --name --tag``'s checks; blank: none)."""
+    _watch_or_404(watch_id)
+    try:
+        name, tag = (checked_label(field, request.form.get(field, "").strip()) for field in ("name", "tag"))
+    except UsageError as exc:
+        return _refused(watch_id, exc)
+    store().update_watch(watch_id, name=name, tag=tag)
+    return _back(watch_id)
+
+
+def _refused(watch_id: int, exc: UsageError):
+    """A watch's form refused: the page it came from again, with the one-line error (400)."""
+    if request.form.get("back") == "list":
+        return _watches_page(str(exc), status=400)
+    return _watch_page(watch_id, str(exc), 400)
 
 
 @blueprint.post("/watches/<int:watch_id>/remove")
@@ -251,12 +271,13 @@ def remove(watch_id: int):
 
 # --- one watch -------------------------------------------------------------------------------
 def _watch_page(watch_id: int, error: str | None = None, status: int = 200):
-    listed = [w for w in store().list_watches() if w.id == watch_id]  # (with its link counts)
-    if not listed:
+    try:
+        watch = store().get_watch_with_counts(watch_id)
+    except stores.NotFound:
         abort(404, f"no watch with id {watch_id}")
-    watch = listed[0]
     return render_template("watch.html", watch=watch, kind=status_kind(watch),
                            status=status_line(watch, _disabled_hosts()), error=error,
+                           checks=store().recent_checks(watch_id),
                            links=store().links(watch_id, LINKS_SHOWN),
                            feed=url_for("feeds", name=f"watch-{watch_id}.atom")), status
 
@@ -268,7 +289,7 @@ def watch(watch_id: int):
 
 # --- the fleet -------------------------------------------------------------------------------
 @blueprint.get("/fleet")
-def fleet():
+def fleet(error: str | None = None, code: int = 200):
     """Queue depths (dead letters among them) and lag, workers, proxies (passwords masked, as
     the CLI shows them) and disabled hosts. The queues are what ``monitor status`` gathers: a
     broker that cannot be reached is said on the page, not an error of the page."""
@@ -276,4 +297,16 @@ def fleet():
     queues = [(queue, status.queues.get(queue)) for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER)]
     return render_template("fleet.html", now=status.now, status=status, queues=queues, dead_letter=amqp.DEAD_LETTER,
                            workers=store().list_workers(), proxies=store().list_proxies(),
-                           cooldowns=store().host_cooldowns(status.now))
+                           cooldowns=store().host_cooldowns(status.now), error=error,
+                           replayed=request.args.get("replayed", type=int)), code
+
+
+@blueprint.post("/fleet/replay")
+def replay():
+    """Send every dead letter back to its queue (``monitor dlq replay --all``), then say how
+    many went on the fleet page; a broker that cannot be reached is the page's error (503)."""
+    try:
+        replayed, _missing = replay_dead_letters(g.config, None)
+    except RuntimeFailure as exc:
+        return fleet(f"dead letters not replayed: {exc}", 503)
+    return redirect(url_for("pages.fleet", replayed=len(replayed)), code=303)

@@ -99,7 +99,8 @@ def test_bad_input_is_400_with_one_line_and_changes_nothing(pipeline, site):
     assert "JSON object" in api.refused(400, "POST", "/watches", raw=b'{"url": ')
 
     for body in ({}, {"interval": "5x"}, {"enabled": "yes"}, {"selector": "[[["}, {"ignore_params": ["a=b"]},
-                 {"forget_volatile": False}, {"name": "renamed"}, {"interval": "2h", "enabled": "no"}):
+                 {"forget_volatile": False}, {"interval": "2h", "enabled": "no"}, {"name": "x" * 201},
+                 {"name": "renamed", "tag": "a\nb"}, {"name": 5}, {"tag": ["news"]}, {"nickname": "renamed"}):
         api.refused(400, "PATCH", path, body)
     api.refused(400, "PATCH", path, raw=b"not json")
     assert "bad duration" in api.refused(400, "GET", "/alerts", since="yesterday")
@@ -116,6 +117,12 @@ def test_bad_input_is_400_with_one_line_and_changes_nothing(pipeline, site):
     changed = api.ok("PATCH", path, {"interval": "2h", "enabled": False, "ignore_params": ["SID"]})
     assert (changed["interval"], changed["enabled"], changed["ignore_params"]) == ("2h", False, ["sid"])
     assert api.ok("PATCH", path, {"enabled": True})["enabled"] is True
+    renamed = api.ok("PATCH", path, {"name": "Local news", "tag": "local"})
+    assert (renamed["name"], renamed["tag"], renamed["interval"]) == ("Local news", "local", "2h")
+    assert "at most 200 characters" in api.refused(400, "PATCH", path, {"name": "x" * 201, "tag": ""})
+    assert api.ok("GET", path)["tag"] == "local", "a refused change changes nothing"
+    cleared = api.ok("PATCH", path, {"tag": "", "name": None})
+    assert (cleared["name"], cleared["tag"]) == ("Local news", None), "'' clears, null leaves as it is"
     assert api.ok("DELETE", path) == {"removed": watch["id"]}
     api.refused(404, "GET", path)
     assert api.ok("GET", "/watches") == []

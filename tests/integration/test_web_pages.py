@@ -21,6 +21,7 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.support.ui import WebDriverWait
 
 from monitor import amqp
+from tests.helpers import wait_for
 
 INITIAL = [("/a", "First story"), ("/b", "Second story"), ("/c", "Third story")]
 CHROMIUM = "/usr/bin/chromium"
@@ -233,3 +234,50 @@ def test_bad_input_in_a_form_shows_the_cli_s_one_line_error_and_changes_nothing(
     status, body = client.request("watches", {"csrf": token, "url": "http://127.0.0.1:8/", "interval": "10m"})
     assert status == 200 and "Watch 2:" in body
     assert pipeline.store.get_watch(2).interval_s == 600
+
+
+def test_the_name_and_tag_form_renames_clears_and_refuses_a_bad_value(pipeline):
+    pipeline.web()
+    client = _Client(pipeline.web_url)
+    token = client.csrf()
+    watch_id = pipeline.store.add_watch("http://127.0.0.1:9/", 3600, "Old", "old").id
+    path = f"watches/{watch_id}/label"
+    status, body = client.request(f"watches/{watch_id}")
+    assert status == 200 and f'action="/{path}"' in body and 'name="name" value="Old"' in body
+
+    # From the watch's page: back to it, renamed.
+    status, body = client.request(path, {"csrf": token, "back": "watch", "name": " Local news ", "tag": "local"})
+    assert status == 200 and f"Watch {watch_id}: Local news" in body
+    assert (pipeline.watch(watch_id).name, pipeline.watch(watch_id).tag) == ("Local news", "local")
+
+    # Too long, or two lines: the CLI's one-line error on the page it came from, nothing changed.
+    for form, reason in (({"name": "x" * 201, "tag": ""}, "name: at most 200 characters (got 201)"),
+                         ({"name": "ok", "tag": "a\nb"}, "tag: one line")):
+        for back, marker in (("list", 'id="add-watch"'), ("watch", f"Watch {watch_id}: Local news")):
+            status, body = client.request(path, {"csrf": token, "back": back, **form})
+            assert status == 400 and _error_line(body).startswith(reason) and marker in body, (form, back)
+    assert (pipeline.watch(watch_id).name, pipeline.watch(watch_id).tag) == ("Local news", "local")
+
+    # From the list, blank fields clear both.
+    status, body = client.request(path, {"csrf": token, "back": "list", "name": "", "tag": ""})
+    assert status == 200 and f'id="watch-{watch_id}"' in body
+    assert (pipeline.watch(watch_id).name, pipeline.watch(watch_id).tag) == (None, None)
+
+
+def test_the_fleet_page_replays_the_dead_letters(pipeline):
+    pipeline.worker()
+    pipeline.web()
+    client = _Client(pipeline.web_url)
+    token = client.csrf("fleet")
+    assert 'id="replay-dead-letters"' in client.request("fleet")[1]
+
+    status, body = client.request("fleet/replay", {"csrf": token})
+    assert status == 200 and "Replayed 0 dead letter(s)" in body, "nothing to replay is said too"
+
+    # A job the worker cannot read ends in dead_letter; the button sends it back (where the
+    # worker refuses it again), as `monitor dlq replay --all` and the API's replay do.
+    amqp.publish(pipeline.channel(), amqp.JOB_QUEUE, b"not json")
+    wait_for(lambda: pipeline.cli("dlq", "list", "--json").stdout.strip(), timeout=30, message="the dead letter")
+    status, body = client.request("fleet/replay", {"csrf": token})
+    assert status == 200 and "Replayed 1 dead letter(s)" in body
+    assert client.request("fleet/replay", {})[0] == 403, "not without the form's csrf field"

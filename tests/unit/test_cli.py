@@ -240,6 +240,27 @@ def test_disable_enable_set_and_remove(monitor: Monitor) -> None:
     assert monitor.watches() == []
 
 
+def test_set_name_and_tag_then_clear_them_and_bad_ones_change_nothing(monitor: Monitor) -> None:
+    monitor.add("https://news.example/", "--name", "News", "--tag", "daily")
+    result = monitor("watch", "set", "1", "--name", "Local news", "--tag", "local")
+    assert result.code == 0, result.err
+    assert result.out == "watch 1 now has name 'Local news'\nwatch 1 now has tag 'local'\n"
+    assert (monitor.watches()[0]["name"], monitor.watches()[0]["tag"]) == ("Local news", "local")
+
+    for option, value, reason in (("--name", "x" * 201, "name: at most 200 characters (got 201)"),
+                                  ("--tag", "a\nb", "tag: one line"), ("--name", "a\tb", "name: one line")):
+        result = monitor("watch", "set", "1", option, value, "--interval", "2h")
+        assert (result.code, result.out) == (2, ""), option
+        assert result.err.startswith(f"monitor: error: {reason}") and result.err.count("\n") == 1
+    assert monitor("watch", "set", "1", "--name", "é" * 200).code == 0, "200 characters are enough"
+    assert monitor.watches()[0]["interval"] == "5m", "a refused set changes nothing"
+
+    assert monitor("watch", "set", "1", "--tag", "").out == "watch 1 now has no tag\n"
+    assert monitor("watch", "set", "1", "--name", "").out == "watch 1 now has no name\n"
+    assert (monitor.watches()[0]["name"], monitor.watches()[0]["tag"]) == (None, None)
+    assert monitor("watch", "export").out.splitlines()[1] == "https://news.example/,5m,,,1"
+
+
 def test_links_and_alerts_of_a_new_watch(monitor: Monitor) -> None:
     monitor.add("https://news.example/")
     assert monitor("links", "1").out == "no links known yet for watch 1 (last status: never checked)\n"
@@ -344,3 +365,11 @@ def test_a_watch_names_query_parameters_its_links_are_compared_without(monitor: 
     assert_usage_error(monitor("watch", "add", "https://other.example/", "--ignore-param", "x y", allow_private=True),
                        "--ignore-param: 'x y' is not a query parameter name")
     assert [w["url"] for w in monitor.watches()] == ["https://news.example/"], "nothing added on a bad name"
+
+
+def test_a_new_watchs_name_and_tag_are_one_short_line(monitor: Monitor) -> None:
+    assert_usage_error(monitor("watch", "add", "https://news.example/", "--name", "x" * 201, allow_private=True),
+                       "name: at most 200 characters")
+    assert_usage_error(monitor("watch", "add", "https://news.example/", "--tag", "a\nb", allow_private=True),
+                       "tag: one line")
+    assert monitor.watches() == []
