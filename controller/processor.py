@@ -195,7 +195,8 @@ class Processor:
             checks.append({
                 "watch_id": task.id, "base_url": watch.url, "checked_at": checked_at, "fetched_at": task.fetched_at,
                 "status": status, "outcome": _outcome(task), "validators": validators,
-                "http_status": task.http_status, "elapsed_ms": task.elapsed_ms, "links": links,
+                "http_status": task.http_status, "elapsed_ms": task.elapsed_ms, "parse_ms": task.parse_ms,
+                "links": links,
                 "notices": notices, "health": health, "volatile": sorted(volatile),
                 "found": len(task.context) if task.status == "ok" else None,
                 "adopted_selector": watch.selector if adopted else None,
@@ -330,7 +331,7 @@ class Processor:
             notices = [tuple(notice) for notice in check.get("notices", [check["notice"]] if check.get("notice") else [])]
             results.append(CheckResult(
                 watch_id=check["watch_id"], checked_at=checked_at, status=check["status"],
-                http_status=check["http_status"], elapsed_ms=check["elapsed_ms"],
+                http_status=check["http_status"], elapsed_ms=check["elapsed_ms"], parse_ms=check.get("parse_ms"),
                 links=[LinkRecord(link["url"], link["text"], link["code"], checked_at) for link in check["links"]],
                 alert_ids={link["url"]: link["alert_id"] for link in check["links"] if link["alert_id"]},
                 outcome=check.get("outcome", "ok"), validators=None if validators is None else Validators(*validators),

@@ -134,6 +134,7 @@ def task_from_page(job: Job, page: Page, config: Config, fetched_at: float, work
         return Task(job.base_url, job.id, [], status="not_modified", not_modified_by="hash", content_hash=digest, **common)
     outcome = {"status": "ok", "error": None}
     links = []
+    parse_started = time.perf_counter()
     try:
         if nesting_depth_exceeds(page.body):
             raise PageTooComplex(f"nesting deeper than {MAX_NESTING} elements")
@@ -151,10 +152,11 @@ def task_from_page(job: Job, page: Page, config: Config, fetched_at: float, work
         outcome = {"status": "error", "error": "page nesting too deep to parse"}
     except Exception as exc:  # a hostile page must end as a status, never as a crashing worker
         outcome = {"status": "error", "error": f"could not parse the page: {type(exc).__name__}: {exc}"[:300]}
+    parse_ms = round((time.perf_counter() - parse_started) * 1000, 3)  # (a small page takes well under 1 ms)
     if len(links) > config.max_links_per_page:
         links = links[:config.max_links_per_page]
         outcome["error"] = f"more than {config.max_links_per_page} links: only the first {config.max_links_per_page} are watched"
-    return Task(job.base_url, job.id, [link.as_dict() for link in links],
+    return Task(job.base_url, job.id, [link.as_dict() for link in links], parse_ms=parse_ms,
                 content_hash=digest if outcome["status"] == "ok" else None, **common, **outcome)
 
 

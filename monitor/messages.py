@@ -6,7 +6,7 @@
   issued by the home's scheduler (see :mod:`monitor.homekey`); ``selector``: the watch's CSS
   selector, only the links inside the regions it matches count
 * task (``task_queue``): ``{"baseUrl", "id", "context": [{"url", "text"}], "status", "error",
-  "final_url", "fetched_at", "elapsed_ms", "http_status", "worker", "etag", "last_modified",
+  "final_url", "fetched_at", "elapsed_ms", "parse_ms"?, "http_status", "worker", "etag", "last_modified",
   "content_hash", "not_modified_by", "token", "selector"?}``. ``status`` is ``ok``, ``not_modified`` (no
   links sent: ``not_modified_by`` says whether the server answered 304 (``"http"``) or the
   body hashed as before (``"hash"``)), ``error`` or ``skipped``; ``error`` with status ``ok``
@@ -156,12 +156,13 @@ class Task:
     not_modified_by: str | None = None
     token: str | None = None
     selector: str | None = None
+    parse_ms: float | None = None  # the time taken to extract the links (None: the body was not parsed)
 
     def to_bytes(self) -> bytes:
         return _encode({
             "baseUrl": self.base_url, "id": self.id, "context": self.context, "status": self.status,
             "error": self.error, "final_url": self.final_url, "fetched_at": self.fetched_at,
-            "elapsed_ms": self.elapsed_ms, "http_status": self.http_status, "worker": self.worker,
+            "elapsed_ms": self.elapsed_ms, "parse_ms": self.parse_ms, "http_status": self.http_status, "worker": self.worker,
             "etag": self.etag, "last_modified": self.last_modified, "content_hash": self.content_hash,
             "not_modified_by": self.not_modified_by, "token": self.token, "selector": self.selector,
         })
@@ -191,6 +192,7 @@ class Task:
             final_url=_require(data, "final_url", str, optional=True),
             fetched_at=_require(data, "fetched_at", (int, float), optional=True, minimum=0),
             elapsed_ms=_require(data, "elapsed_ms", int, optional=True, minimum=0),
+            parse_ms=_require(data, "parse_ms", (int, float), optional=True, minimum=0),
             http_status=_require(data, "http_status", int, optional=True, minimum=100, maximum=999),
             worker=_require(data, "worker", str, optional=True),
             etag=_require(data, "etag", str, optional=True),

@@ -6,8 +6,10 @@ applied. :func:`open_store` applies pending ones, so every process upgrades at s
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
+import math
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -149,6 +151,10 @@ class Validators:
 OUTCOMES = ("ok", "not_modified_http", "not_modified_hash", "error", "skipped")
 FAILING = ("error", "skipped")  # the outcomes of a check that did not see the page
 HISTORY = 50  # recent checks kept per watch (migrations/0015_check_history.sql)
+# The upper bounds (seconds) of the fetch and parse time histograms (migrations/0016_timings.sql):
+# pages parse in milliseconds and download in up to the fetch deadline. A bound added later
+# starts counting from then (the rows keep the bound they were counted under).
+TIMING_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 @dataclass(frozen=True)
@@ -168,8 +174,14 @@ class CheckResult:
     health: str | None = None  # "broken" or "recovered": the alert about it is among the notices
     volatile: tuple[str, ...] = ()  # query parameters found to change on every check (added to the watch's)
     found: int | None = None  # links on the page (None: not parsed)
+    parse_ms: float | None = None  # the time taken to extract them
     # The selector whose first check this is ('' for the whole page): its links are now the known ones.
     adopted_selector: str | None = None
+
+
+def _bucket(seconds: float) -> float:
+    """The histogram bucket a duration is counted in: the least bound it does not exceed."""
+    return TIMING_BUCKETS_S[bisect.bisect_left(TIMING_BUCKETS_S, seconds)] if seconds <= TIMING_BUCKETS_S[-1] else math.inf
 
 
 class CheckLine(NamedTuple):
@@ -178,6 +190,7 @@ class CheckLine(NamedTuple):
     outcome: str
     status: str
     elapsed_ms: int | None
+    parse_ms: float | None
     found: int | None
     new: int
     alerted: int
@@ -507,8 +520,10 @@ class Store:
     def record_results(self, results: list[CheckResult]) -> set[int]:
         """Apply the effects of a group of checks in one transaction; return the ids of the
         watches they were applied to (not removed ones, not stale results). Idempotent:
-        replaying the same results changes nothing but the per-minute counts."""
+        replaying the same results changes nothing but the per-minute counts
+        and the timings."""
         counts: dict[tuple[int, str], int] = {}
+        timings: dict[tuple[str, float], list] = {}  # (kind, bucket) -> [checks, seconds]
         applied: set[int] = set()
         with self.transaction() as conn:
             for result in results:
@@ -516,9 +531,17 @@ class Store:
                     applied.add(result.watch_id)
                     key = (int(result.checked_at // 60), result.outcome)
                     counts[key] = counts.get(key, 0) + 1
+                    for kind, ms in (("fetch", result.elapsed_ms), ("parse", result.parse_ms)):
+                        if ms is not None:
+                            bucket = timings.setdefault((kind, _bucket(ms / 1000)), [0, 0.0])
+                            bucket[0] += 1
+                            bucket[1] += ms / 1000
             conn.executemany("INSERT INTO check_counts (minute, outcome, count) VALUES (?, ?, ?) "
                              "ON CONFLICT (minute, outcome) DO UPDATE SET count = count + excluded.count",
                              [(minute, outcome, count) for (minute, outcome), count in counts.items()])
+            conn.executemany("INSERT INTO timings (kind, le, count, seconds) VALUES (?, ?, ?, ?) ON CONFLICT (kind, le) "
+                             "DO UPDATE SET count = count + excluded.count, seconds = seconds + excluded.seconds",
+                             [(kind, le, count, seconds) for (kind, le), (count, seconds) in timings.items()])
         return applied
 
     @staticmethod
@@ -541,10 +564,11 @@ class Store:
         # The check's line in the watch's history: the ring's next slot, once (a replayed
         # outbox record carries the same checked_at and adds no second line).
         kept = conn.execute("""
-            INSERT OR REPLACE INTO checks (watch_id, slot, checked_at, outcome, status, elapsed_ms, found, new, alerted)
-            SELECT id, checks_done % ?, ?, ?, ?, ?, ?, ?, ? FROM watches
+            INSERT OR REPLACE INTO checks (watch_id, slot, checked_at, outcome, status, elapsed_ms, parse_ms, found, new,
+                                           alerted)
+            SELECT id, checks_done % ?, ?, ?, ?, ?, ?, ?, ?, ? FROM watches
             WHERE id = ? AND NOT EXISTS (SELECT 1 FROM checks WHERE watch_id = ? AND checked_at = ?)""",
-            (HISTORY, result.checked_at, result.outcome, result.status, result.elapsed_ms, result.found,
+            (HISTORY, result.checked_at, result.outcome, result.status, result.elapsed_ms, result.parse_ms, result.found,
              len(result.links), len(result.alert_ids), result.watch_id, result.watch_id, result.checked_at)).rowcount
         conn.execute("""
             UPDATE watches SET last_check = :checked, last_status = :status, last_http_status = :http,
@@ -578,7 +602,7 @@ class Store:
     def recent_checks(self, watch_id: int) -> list[CheckLine]:
         """The watch's last ``HISTORY`` checks, newest first."""
         return [CheckLine(*row) for row in self.conn.execute(
-            "SELECT checked_at, outcome, status, elapsed_ms, found, new, alerted FROM checks WHERE watch_id = ? "
+            "SELECT checked_at, outcome, status, elapsed_ms, parse_ms, found, new, alerted FROM checks WHERE watch_id = ? "
             "ORDER BY checked_at DESC", (watch_id,))]
 
     def check_outcomes(self, watch_ids: list[int]) -> dict[int, list[tuple[str, int | None]]]:
@@ -1067,10 +1091,13 @@ class Store:
         """Checks ever recorded, per outcome (what ``/metrics`` counts; see :meth:`prune`)."""
         return dict(self.conn.execute("SELECT outcome, SUM(count) FROM check_counts GROUP BY outcome").fetchall())
 
-    def last_fetch_times(self) -> list[int]:
-        """The fetch time (ms) of each enabled watch's latest check that fetched something."""
-        return [row[0] for row in self.conn.execute(
-            "SELECT last_elapsed_ms FROM watches WHERE enabled = 1 AND last_elapsed_ms IS NOT NULL")]
+    def timing_histogram(self, kind: str) -> tuple[list[tuple[float, int]], float]:
+        """Every check's ``kind`` time ('fetch' or 'parse') ever recorded, as a Prometheus
+        histogram: ``(bound, checks that took at most that long)`` for each bound of
+        ``TIMING_BUCKETS_S`` and +Inf (cumulative), and the seconds they took in all."""
+        rows = self.conn.execute("SELECT le, count, seconds FROM timings WHERE kind = ?", (kind,)).fetchall()
+        buckets = [(bound, sum(count for le, count, _ in rows if le <= bound)) for bound in (*TIMING_BUCKETS_S, math.inf)]
+        return buckets, sum(seconds for _, _, seconds in rows)
 
     def overdue_watches(self, now: float, margin: float) -> tuple[int, tuple[int, float, int] | None]:
         """Enabled watches due for longer than ``margin`` or their own interval, whichever is

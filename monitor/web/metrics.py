@@ -6,9 +6,8 @@ supervisord's view of the programs, gathered by :func:`monitor.cli.operations.ga
 as for ``monitor status``. The pipeline's processes keep no counters of their own, so a
 restart of any of them (or of this one) changes no value.
 
-Where the store keeps no history the figure says so: ``monitor_fetch_seconds`` is the
-distribution of each enabled watch's *latest* fetch time (a gauge histogram, not a count of
-every fetch ever made), since durations are kept per watch, not per check.
+The fetch and parse time histograms are counted by the store as the processor records each
+check (``timings``, in the buckets of :data:`monitor.store.TIMING_BUCKETS_S`).
 """
 from __future__ import annotations
 
@@ -16,8 +15,8 @@ from typing import Callable, Iterator
 
 from flask import Blueprint, Response, current_app, g, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import (CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily,
-                                    Metric)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 from prometheus_client.registry import Collector
 
 from monitor import amqp
@@ -31,9 +30,6 @@ blueprint = Blueprint("metrics", __name__)
 # A due watch is stuck once it waited this long past its due time, or its own interval when
 # that is longer: one missed round is a busy fleet, a whole extra interval is not.
 HEALTH_MARGIN_S = 60.0
-# Upper bounds (seconds) of the fetch time histogram's buckets: homepages take from tens of
-# milliseconds to the fetch deadline.
-FETCH_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 QUEUES = (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER)
 REGISTRY_KEY = "monitor.metrics"  # where the app keeps its registry (app.extensions)
 
@@ -62,12 +58,11 @@ class PipelineCollector(Collector):
         for outcome in OUTCOMES:  # every outcome, zero included: rate() needs the series before it moves
             checks.add_metric([outcome], totals.get(outcome, 0))
         yield checks
-        times = [ms / 1000 for ms in store.last_fetch_times()]
-        buckets = [(str(bound), sum(1 for t in times if t <= bound)) for bound in FETCH_BUCKETS_S]
-        yield GaugeHistogramMetricFamily(
-            "monitor_fetch_seconds", "Each enabled watch's latest fetch time (a distribution over the watches; "
-            "the store keeps durations per watch, not per check).",
-            buckets=buckets + [("+Inf", len(times))], gsum_value=sum(times))
+        for kind, help_text in (("fetch", "Time to download a page (each check that fetched one)."),
+                                ("parse", "Time to extract a page's links (each check that parsed one).")):
+            buckets, seconds = store.timing_histogram(kind)
+            yield HistogramMetricFamily(f"monitor_{kind}_seconds", help_text, sum_value=seconds,
+                                        buckets=[(floatToGoString(bound), count) for bound, count in buckets])
 
     @staticmethod
     def _watches(status: Status) -> Iterator[Metric]:

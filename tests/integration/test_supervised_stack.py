@@ -9,13 +9,16 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
 from tests.helpers import wait_for
 from tests.integration.conftest import REPO, free_broker_port
 
-PROGRAMS = {"epmd", "rabbitmq", "scheduler", "processor", "master", "notifier", "worker:worker_00", "worker:worker_01"}
+PROGRAMS = {"epmd", "rabbitmq", "scheduler", "processor", "master", "notifier", "web", "worker:worker_00",
+            "worker:worker_01"}
 
 
 def _env(tmp_path, **extra) -> dict[str, str]:
@@ -68,6 +71,15 @@ def _alerts(env) -> list[tuple[str, int]]:
     return [(alert["url"], alert["watch_id"]) for alert in map(json.loads, monitor(env, "alerts", "--json").stdout.splitlines())]
 
 
+def _health(env) -> tuple[int, dict]:
+    """The web front's /healthz, as a monitoring system reads it (503 is an answer too)."""
+    try:
+        with urllib.request.urlopen(_status(env)["web"] + "healthz", timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
 def test_monitor_up_runs_everything_and_survives_kill_9(stack_env, site):
     assert monitor(stack_env, "up").returncode == 0
     running = wait_for(lambda: (r := _running(stack_env)).keys() >= PROGRAMS and r, timeout=60,
@@ -88,6 +100,16 @@ def test_monitor_up_runs_everything_and_survives_kill_9(stack_env, site):
                  message=f"{name} restarted by supervisord")
     site.publish("/", "/two", "Two")
     assert wait_for(lambda: _alerts(stack_env), timeout=60, message="the alert") == [(site.url("/two"), watch_id)]
+
+    # /healthz judges supervisord's programs: a program down makes the pipeline stuck.
+    status, health = wait_for(lambda: (h := _health(stack_env))[0] == 200 and h, timeout=30,
+                              message="/healthz healthy with everything running")
+    assert health["processes"]["processor"] == health["processes"]["web"] == "RUNNING"
+    assert monitor(stack_env, "ctl", "stop", "notifier").returncode == 0
+    status, health = _health(stack_env)
+    assert (status, health["status"], health["reasons"]) == (503, "stuck", ["process notifier is STOPPED"])
+    assert monitor(stack_env, "ctl", "start", "notifier").returncode == 0
+    wait_for(lambda: _health(stack_env)[0] == 200, timeout=30, message="/healthz healthy again")
 
     assert monitor(stack_env, "down").returncode == 0
     stopped = monitor(stack_env, "status")

@@ -34,6 +34,8 @@ def test_a_watchs_page_shows_its_recent_checks_and_the_list_a_sparkline(pipeline
     assert cells == [["", "0", "0"], ["4", "1", "1"], ["3", "3", "0"]], \
         "newest first: the error, the scoop, the baseline (its links new to the index, none alerted)"
     assert "error" in rows[0] and "404" in rows[0]
+    parse = [re.findall(r'data-label="Parse">([^<]*)<', row)[0] for row in rows]
+    assert parse[0] == "" and all(re.fullmatch(r"\d+\.\d ms", shown) for shown in parse[1:]), parse
 
     listing = _page(f"{pipeline.web_url}watches")
     assert listing.count("<rect") == 3 and 'class="per-day">1<' in listing

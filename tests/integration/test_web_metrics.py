@@ -53,7 +53,7 @@ def test_metrics_are_served_and_move_as_the_pipeline_works(pipeline, site):
     watch_id = pipeline.store.add_watch(url, 3600).id
 
     names, samples = _scrape(pipeline)
-    for family in ("monitor_checks", "monitor_fetch_seconds", "monitor_alerts", "monitor_alert_deliveries",
+    for family in ("monitor_checks", "monitor_fetch_seconds", "monitor_parse_seconds", "monitor_alerts", "monitor_alert_deliveries",
                    "monitor_broker_up", "monitor_schedule_lag_seconds", "monitor_workers", "monitor_exit_refusals",
                    "monitor_hosts_disabled", "monitor_watches", "monitor_watches_enabled", "monitor_watches_failing",
                    "monitor_supervisord_up"):
@@ -76,8 +76,11 @@ def test_metrics_are_served_and_move_as_the_pipeline_works(pipeline, site):
 
     _, samples = _scrape(pipeline)
     assert samples[("monitor_checks_total", frozenset({("outcome", "ok")}))] == checked_before + 2
-    assert samples[("monitor_fetch_seconds_gcount", frozenset())] == 1, "one watch with a fetch time"
-    assert samples[("monitor_fetch_seconds_bucket", frozenset({("le", "+Inf")}))] == 1
+    for kind in ("fetch", "parse"):  # both checks downloaded and parsed the page
+        assert samples[(f"monitor_{kind}_seconds_count", frozenset())] == 2, kind
+        assert samples[(f"monitor_{kind}_seconds_bucket", frozenset({("le", "+Inf")}))] == 2, kind
+    assert samples[("monitor_fetch_seconds_sum", frozenset())] < 60
+    assert 0 < samples[("monitor_parse_seconds_sum", frozenset())] < 60
     assert samples[("monitor_queue_messages_ready", frozenset({("queue", "job_queue")}))] == 0, "both jobs done"
     wait_for(lambda: _value(pipeline, "monitor_workers", state="alive") == 1, timeout=30,
              message="the worker's heartbeat counted as alive")
@@ -120,6 +123,21 @@ def test_health_judges_supervised_programs_but_not_those_this_configuration_neve
                                                              "process notifier is STOPPED"]
     assert health_reasons(_status([], process_error="supervisord is not running"), (0, None)) == []
     assert health_reasons(_status([], queue_error="refused"), (0, None)) == ["the broker cannot be reached: refused"]
+
+
+def test_fetch_and_parse_times_are_counted_in_their_buckets_for_every_check(tmp_path):
+    store = open_store(tmp_path / "db.sqlite3")
+    watch_id = store.add_watch("https://example.org/", 3600).id
+    for at, fetch_ms, parse_ms in ((1000.0, 40, 3), (1001.0, 40, 30), (1002.0, 7000, None), (1003.0, 45000, None)):
+        store.record_results([CheckResult(watch_id, at, "ok", 200, fetch_ms, [], {}, parse_ms=parse_ms)])
+    fetch, fetch_sum = store.timing_histogram("fetch")
+    fetch = dict(fetch)
+    assert (fetch[0.025], fetch[0.05], fetch[5.0], fetch[10.0], fetch[30.0], fetch[float("inf")]) == (0, 2, 2, 3, 3, 4)
+    assert abs(fetch_sum - 52.08) < 1e-9
+    parse, parse_sum = store.timing_histogram("parse")
+    assert (dict(parse)[0.005], dict(parse)[0.05], dict(parse)[float("inf")]) == (1, 2, 2)
+    assert abs(parse_sum - 0.033) < 1e-9
+    store.close()
 
 
 def test_check_totals_do_not_go_down_when_old_minutes_are_pruned(tmp_path):
