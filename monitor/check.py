@@ -83,14 +83,16 @@ def content_hash(page: Page, selector: str | None = None) -> str:
     """What decides the links: the final URL, the declared charset, the body and the
     watch's selector (a body hashed under another selector is parsed again; a watch without
     one hashes as before selectors existed)."""
-    digest = hashlib.blake2b(digest_size=16)
+    # SHA-256: twice as fast as BLAKE2 where the CPU has SHA instructions. (Changing the
+    # function costs each watch one more parse, which finds no new link.)
+    digest = hashlib.sha256()
     parts = [page.final_url.encode("utf-8"), (page.charset or "").encode("ascii", "replace"), page.body]
     if selector is not None:
         parts.append(selector.encode("utf-8"))
     for part in parts:
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)
-    return digest.hexdigest()
+    return digest.hexdigest()[:32]
 
 
 @contextmanager

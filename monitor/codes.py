@@ -10,13 +10,15 @@ import hashlib
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 LENGTH = 6
 _SPACE = len(ALPHABET) ** LENGTH
+# Every two-digit string, in order: a code is three of them (the processor shortens every
+# link of every changed page, and three look-ups take half the time of six divisions).
+_PAIRS = [high + low for high in ALPHABET for low in ALPHABET]
+_PAIR_SPACE = len(_PAIRS)
 
 
 def shorten(url: str) -> str:
     """Return the stable 6-character base62 code of ``url`` (pass it normalised)."""
     number = int.from_bytes(hashlib.sha256(url.encode("utf-8")).digest()[:8], "big") % _SPACE
-    chars = []
-    for _ in range(LENGTH):
-        number, digit = divmod(number, len(ALPHABET))
-        chars.append(ALPHABET[digit])
-    return "".join(reversed(chars))
+    first, rest = divmod(number, _PAIR_SPACE * _PAIR_SPACE)
+    second, third = divmod(rest, _PAIR_SPACE)
+    return _PAIRS[first] + _PAIRS[second] + _PAIRS[third]

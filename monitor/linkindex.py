@@ -171,7 +171,8 @@ class LinkIndex:
             return code, key, written[key]
         if key not in pending:
             stored = self.db.get(key)
-            pending[key] = json.loads(stored) if stored else []
+            # (str, not bytes: json.loads would first sniff the bytes' encoding, on every link of a page)
+            pending[key] = json.loads(stored.decode("utf-8")) if stored else []
         return code, key, pending[key]
 
     @staticmethod

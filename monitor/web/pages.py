@@ -23,7 +23,7 @@ from flask import Blueprint, Response, abort, g, jsonify, redirect, render_templ
 from monitor import amqp
 from monitor import store as stores
 from monitor.cli.common import RuntimeFailure, UsageError, cost, interval_seconds, ts
-from monitor.cli.operations import gather_status, replay_dead_letters
+from monitor.cli.operations import dead_letters, gather_status, replay_dead_letters
 from monitor.cli.watches import status_line  # the CLI's wording of a watch's status
 from monitor.cli.watches import add_watch as checked_add_watch
 from monitor.cli.watches import checked_label
@@ -40,6 +40,7 @@ blueprint = Blueprint("pages", __name__)
 
 ALERTS_SHOWN = 100  # rows of the alerts page; the live script adds to them
 LINKS_SHOWN = 500  # known links listed on a watch's page (newest first)
+LETTERS_SHOWN = 50  # dead letters listed on the fleet page (oldest first), each with its replay button
 COOKIE_MAX_AGE = 365 * 86400
 
 
@@ -295,18 +296,35 @@ def fleet(error: str | None = None, code: int = 200):
     broker that cannot be reached is said on the page, not an error of the page."""
     status = gather_status(g.config, store())
     queues = [(queue, status.queues.get(queue)) for queue in (amqp.JOB_QUEUE, amqp.TASK_QUEUE, amqp.DEAD_LETTER)]
+    letters, letters_error = _dead_letters(status)
     return render_template("fleet.html", now=status.now, status=status, queues=queues, dead_letter=amqp.DEAD_LETTER,
                            workers=store().list_workers(), proxies=store().list_proxies(),
-                           cooldowns=store().host_cooldowns(status.now), error=error,
+                           cooldowns=store().host_cooldowns(status.now), error=error or letters_error,
+                           letters=letters, letters_shown=LETTERS_SHOWN,
                            replayed=request.args.get("replayed", type=int)), code
+
+
+def _dead_letters(status) -> tuple[list, str | None]:
+    """The oldest dead letters (browsed: they stay in the queue), or why they cannot be
+    shown. The broker is asked only when ``monitor status`` counted some."""
+    waiting = status.queues.get(amqp.DEAD_LETTER)
+    if not waiting or not waiting[0]:
+        return [], None
+    try:
+        with dead_letters(g.config) as dlq:
+            return dlq.list(LETTERS_SHOWN), None
+    except RuntimeFailure as exc:
+        return [], f"dead letters not listed: {exc}"
 
 
 @blueprint.post("/fleet/replay")
 def replay():
-    """Send every dead letter back to its queue (``monitor dlq replay --all``), then say how
-    many went on the fleet page; a broker that cannot be reached is the page's error (503)."""
+    """Send one dead letter (the form's ``id``) or all of them back to the queue they died in
+    (``monitor dlq replay``), then say how many went on the fleet page; a broker that cannot
+    be reached is the page's error (503)."""
+    letter = request.form.get("id", "").strip()
     try:
-        replayed, _missing = replay_dead_letters(g.config, None)
+        replayed, _missing = replay_dead_letters(g.config, {letter} if letter else None)
     except RuntimeFailure as exc:
         return fleet(f"dead letters not replayed: {exc}", 503)
     return redirect(url_for("pages.fleet", replayed=len(replayed)), code=303)

@@ -5,6 +5,7 @@ field)."""
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import os
 import re
 import time
@@ -264,6 +265,10 @@ def test_the_name_and_tag_form_renames_clears_and_refuses_a_bad_value(pipeline):
     assert (pipeline.watch(watch_id).name, pipeline.watch(watch_id).tag) == (None, None)
 
 
+def _dead_letters(pipeline) -> list[dict]:
+    return [json.loads(line) for line in pipeline.cli("dlq", "list", "--json").stdout.splitlines()]
+
+
 def test_the_fleet_page_replays_the_dead_letters(pipeline):
     pipeline.worker()
     pipeline.web()
@@ -277,7 +282,16 @@ def test_the_fleet_page_replays_the_dead_letters(pipeline):
     # A job the worker cannot read ends in dead_letter; the button sends it back (where the
     # worker refuses it again), as `monitor dlq replay --all` and the API's replay do.
     amqp.publish(pipeline.channel(), amqp.JOB_QUEUE, b"not json")
-    wait_for(lambda: pipeline.cli("dlq", "list", "--json").stdout.strip(), timeout=30, message="the dead letter")
-    status, body = client.request("fleet/replay", {"csrf": token})
+    amqp.publish(pipeline.channel(), amqp.JOB_QUEUE, b'{"baseUrl": 7}')
+    letters = wait_for(lambda: len(found := _dead_letters(pipeline)) == 2 and found, timeout=30,
+                       message="the dead letters")
+    listed = client.request("fleet")[1].split('id="dead-letters"')[1].split("</table>")[0]
+    assert all(letter["id"] in listed for letter in letters) and "not json" in listed
+
+    # One letter's own button replays it alone; the other stays listed.
+    status, body = client.request("fleet/replay", {"csrf": token, "id": letters[0]["id"]})
     assert status == 200 and "Replayed 1 dead letter(s)" in body
+    wait_for(lambda: len(_dead_letters(pipeline)) == 2, timeout=30, message="the replayed letter refused again")
+    status, body = client.request("fleet/replay", {"csrf": token})
+    assert status == 200 and "Replayed 2 dead letter(s)" in body, "the replayed one died again, beside the other"
     assert client.request("fleet/replay", {})[0] == 403, "not without the form's csrf field"
