@@ -283,6 +283,10 @@ _WATCH_COLUMNS = ("id, url, name, tag, interval_s, enabled, next_due, in_flight_
                   "last_status, last_elapsed_ms, consecutive_failures, cost_ms, etag, last_modified, content_hash, "
                   "selector, ignore_params, volatile_params")
 _WATCH_WIDTH = _WATCH_COLUMNS.count(",") + 1
+# A search of the watch list (its text given four times; '' matches every watch).
+# (Only a URL with an "@" can hold a password: the others are searched as they are, in SQL.)
+_SEARCH = ("(? = '' OR instr(lower(CASE WHEN instr(url, '@') THEN redact(url) ELSE url END), lower(?)) "
+           "OR instr(lower(COALESCE(name, '')), lower(?)) OR instr(lower(COALESCE(tag, '')), lower(?)))")
 
 
 _PROXY_COLUMNS = ("id, url, last_error, requests, refusals, failed_at, "
@@ -322,6 +326,8 @@ class Store:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.execute("PRAGMA busy_timeout=30000")
+        # A search of the watch list must not find what is never shown (a URL's password).
+        self.conn.create_function("redact", 1, redact, deterministic=True)
 
     def make_durable(self) -> None:
         """Every commit of this connection reaches the disk before it returns (WAL synced on
@@ -388,10 +394,22 @@ class Store:
             raise NotFound(f"no watch with URL {ref}")
         return _watch(row)
 
-    def list_watches(self) -> list[Watch]:
-        """Every watch with its counts of known links and of new links found (alerts)."""
-        rows = self.conn.execute(f"SELECT {_WATCH_COLUMNS}, links_count, alerts_count FROM watches ORDER BY id").fetchall()
+    def list_watches(self, search: str = "", limit: int = -1, offset: int = 0) -> list[Watch]:
+        """The watches (by id; ``limit`` of them after ``offset``, -1: all) with their counts
+        of known links and of new links found (alerts); with ``search``, those whose URL,
+        name or tag holds it (ASCII letters in any case)."""
+        rows = self.conn.execute(f"SELECT {_WATCH_COLUMNS}, links_count, alerts_count FROM watches "
+                                 f"WHERE {_SEARCH} ORDER BY id LIMIT ? OFFSET ?",
+                                 (search, search, search, search, limit, offset)).fetchall()
         return [_watch(row[:_WATCH_WIDTH], row[_WATCH_WIDTH:]) for row in rows]
+
+    def count_watches(self, search: str = "") -> int:
+        """How many watches :meth:`list_watches` would give without a limit."""
+        return self.conn.execute(f"SELECT COUNT(*) FROM watches WHERE {_SEARCH}", (search,) * 4).fetchone()[0]
+
+    def tags(self) -> list[str]:
+        """The tags in use, sorted."""
+        return [row[0] for row in self.conn.execute("SELECT DISTINCT tag FROM watches WHERE tag IS NOT NULL ORDER BY tag")]
 
     def get_watch_with_counts(self, watch_id: int) -> Watch:
         """One watch as :meth:`list_watches` gives it (with its counts of known and new links)."""
@@ -617,10 +635,10 @@ class Store:
                 lines.setdefault(watch_id, []).append((outcome, elapsed))
         return lines
 
-    def alerts_per_day(self, now: float) -> dict[int, int]:
-        """Alerts of each watch in the 24 hours before ``now``."""
-        return dict(self.conn.execute("SELECT watch_id, COUNT(*) FROM alerts WHERE first_seen >= ? GROUP BY watch_id",
-                                      (now - 86400,)))
+    def alerts_per_day(self, watch_ids: list[int], now: float) -> dict[int, int]:
+        """Alerts of each of these watches in the 24 hours before ``now``."""
+        return {watch_id: self.conn.execute("SELECT COUNT(*) FROM alerts WHERE watch_id = ? AND first_seen >= ?",
+                                            (watch_id, now - 86400)).fetchone()[0] for watch_id in watch_ids}
 
     def links(self, watch_id: int, limit: int | None = None) -> list[LinkRecord]:
         """Links known for a watch, newest first."""
@@ -969,11 +987,14 @@ class Store:
                       after_rowid: int = 0) -> list[dict]:
         """The newest ``limit`` alerts (of one watch, or one tag), newest first; with
         ``after_rowid``, only those recorded after it (what a live page has not shown yet)."""
-        rows = self.conn.execute("""
+        # Only the filters given, so that one watch's alerts are read by its index.
+        filters = [("a.watch_id = ?", watch_id), ("w.tag = ?", tag), ("a.rowid > ?", after_rowid)]
+        kept = [(condition, value) for condition, value in filters if value is not None]
+        rows = self.conn.execute(f"""
             SELECT a.alert_id, a.watch_id, w.url, w.name, w.tag, a.url, a.text, a.first_seen, a.rowid
             FROM alerts a JOIN watches w ON w.id = a.watch_id
-            WHERE (? IS NULL OR a.watch_id = ?) AND (? IS NULL OR w.tag = ?) AND a.rowid > ?
-            ORDER BY a.first_seen DESC, a.rowid DESC LIMIT ?""", (watch_id, watch_id, tag, tag, after_rowid, limit)).fetchall()
+            WHERE {' AND '.join(condition for condition, _ in kept)}
+            ORDER BY a.first_seen DESC, a.rowid DESC LIMIT ?""", [value for _, value in kept] + [limit]).fetchall()
         return [{"alert_id": r[0], "watch_id": r[1], "baseUrl": r[2], "watch_name": r[3], "tag": r[4], "url": r[5],
                  "text": r[6], "first_seen": r[7], "rowid": r[8]} for r in rows]
 

@@ -40,6 +40,7 @@ blueprint = Blueprint("pages", __name__)
 
 ALERTS_SHOWN = 100  # rows of the alerts page; the live script adds to them
 LINKS_SHOWN = 500  # known links listed on a watch's page (newest first)
+WATCHES_SHOWN = 100  # watches per page of the watch list (a list may hold hundreds of thousands)
 LETTERS_SHOWN = 50  # dead letters listed on the fleet page (oldest first), each with its replay button
 COOKIE_MAX_AGE = 365 * 86400
 
@@ -135,18 +136,17 @@ def _alert_filters() -> tuple[int | None, str | None]:
 @blueprint.get("/alerts")
 def alerts():
     """The newest alerts across all watches (or one watch, or one tag)."""
-    watches = store().list_watches()
     try:
         watch_id, tag = _alert_filters()
     except UsageError as exc:
-        return render_template("alerts.html", error=str(exc), alerts=[], last=0, watches=watches,
-                               tags=_tags(watches), watch_id=None, tag=None), 400
+        return render_template("alerts.html", error=str(exc), alerts=[], last=0, tags=store().tags(),
+                               watch_id=None, tag=None), 400
     # Read the last rowid before the rows: an alert recorded in between is then fetched
     # twice at worst (the live script skips a row already shown), never missed.
     last = store().last_alert_rowid()
     rows = store().recent_alerts(ALERTS_SHOWN, watch_id, tag)
-    return render_template("alerts.html", error=None, alerts=rows, last=last, watches=watches,
-                           tags=_tags(watches), watch_id=watch_id, tag=tag)
+    return render_template("alerts.html", error=None, alerts=rows, last=last, tags=store().tags(),
+                           watch_id=watch_id, tag=tag)
 
 
 @blueprint.get("/alerts/rows")
@@ -165,24 +165,19 @@ def alert_rows():
                    html=render_template("_alert_rows.html", alerts=rows))
 
 
-def _tags(watches: list[Watch]) -> list[str]:
-    return sorted({w.tag for w in watches if w.tag})
-
-
 # --- the watch list --------------------------------------------------------------------------
-def _matches(watch: Watch, query: str) -> bool:
-    """Whether the search ``query`` is in the watch's URL, name or tag (any case)."""
-    return any(query in (field or "").lower() for field in (redact(watch.url), watch.name, watch.tag))
-
-
 def _watches_page(error: str | None = None, form: dict | None = None, status: int = 200):
+    """One page of the watch list (``?page=``, ``WATCHES_SHOWN`` a page), or of the watches
+    the search ``?q=`` finds in their URL, name or tag."""
     query = request.args.get("q", "").strip()
-    watches = [w for w in store().list_watches() if _matches(w, query.lower())]
+    pages = max(1, -(-store().count_watches(query) // WATCHES_SHOWN))
+    page = min(max(request.args.get("page", 1, type=int), 1), pages)  # (a page past the end: the last one)
+    watches = store().list_watches(query, WATCHES_SHOWN, (page - 1) * WATCHES_SHOWN)
     disabled = _disabled_hosts()
     rows = [(w, status_kind(w), status_line(w, disabled)) for w in watches]
-    return render_template("watches.html", rows=rows, q=query, error=error, form=form or {},
-                           sparks=store().check_outcomes([w.id for w in watches]),
-                           per_day=store().alerts_per_day(time.time()),
+    ids = [w.id for w in watches]
+    return render_template("watches.html", rows=rows, q=query, error=error, form=form or {}, page=page, pages=pages,
+                           sparks=store().check_outcomes(ids), per_day=store().alerts_per_day(ids, time.time()),
                            default_interval=format_duration(g.config.default_interval)), status
 
 
