@@ -2,6 +2,8 @@
 
 Exit codes: 0 success, 1 runtime failure (broker or supervisord unreachable, fetch failed),
 2 usage error (bad URL, unknown id, duplicate, bad interval). Errors are one line on stderr.
+The work of a command is done by plain functions that return values and raise UsageError,
+RuntimeFailure or the store's NotFound (shared with the web API); the ``cmd_*`` handlers print.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Callable, NoReturn
 
 from monitor import config as configuration
 from monitor.cli.common import RuntimeFailure, UsageError
-from monitor.store import MAX_ID, open_store, parse_id
+from monitor.store import MAX_ID, NotFound, open_store, parse_id
 
 
 def _lazy(module: str, function: str) -> Callable:
@@ -275,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     except configuration.ConfigError as exc:  # e.g. another home owns the broker's vhost
         print(f"monitor: configuration error: {exc}", file=sys.stderr)
         return 2
-    except UsageError as exc:
+    except (UsageError, NotFound) as exc:  # (NotFound: the id or name a command was given)
         print(f"monitor: error: {exc}", file=sys.stderr)
         return 2
     except RuntimeFailure as exc:

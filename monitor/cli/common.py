@@ -76,6 +76,11 @@ def watch_id_of(store: Store, ref: str) -> int:
     return find_watch(store, ref).id
 
 
+def scope(watch_id: int | None, tag: str | None) -> str:
+    """Whose alerts a sink or a filter is for, in words."""
+    return f"watch {watch_id}" if watch_id else f"tag {tag!r}" if tag else "every watch"
+
+
 def cost(cost_ms: float | None) -> str:
     """A site's weight: its moving-average fetch time."""
     return "-" if cost_ms is None else f"{cost_ms:.0f} ms"

@@ -1,5 +1,6 @@
 """The worker fleet: ``monitor proxy ...`` (the VPN exits), ``monitor workers`` and
-``monitor hosts`` (the host disable list)."""
+``monitor hosts`` (the host disable list). The ``cmd_*`` handlers print; :func:`add_proxy`,
+:func:`try_proxy` and :func:`enable_host` do the work and are shared with the web API."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,6 +20,7 @@ from monitor.urls import redact
 
 # --- proxies and workers -----------------------------------------------------------------------
 PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+TEST_PAGE = "https://example.org/"  # what `proxy add` and `proxy test` fetch through a proxy by default
 
 
 def _proxy_url(url: str) -> str:
@@ -63,21 +65,32 @@ def _through(proxy_url: str, page: str, config) -> tuple[bool, str]:
     return True, f"ok through {redact(proxy_url)}: {page} answered HTTP {fetched.http_status} in {fetched.elapsed_ms} ms"
 
 
-def cmd_proxy_add(args, config, store) -> None:
-    url = _proxy_url(args.url)
+def add_proxy(config, store: Store, url: str, test: bool = True,
+              page: str = TEST_PAGE) -> tuple[Proxy, str | None]:
+    """Check a proxy as ``proxy add`` does (by fetching ``page`` through it unless ``test``
+    is false) and add it: the proxy, and a warning when it answered but the page failed.
+    UsageError, and nothing added, for a bad URL, a duplicate or a proxy that does not work."""
+    url = _proxy_url(url)
     if any(proxy.url == url for proxy in store.list_proxies()):  # before testing it
         raise UsageError("this proxy is already in the pool")
-    if not args.no_test:
-        page, _ = watch_url(args.page, config)
-        works, outcome = _through(url, page, config)
+    warning = None
+    if test:
+        checked_page, _ = watch_url(page, config)
+        works, outcome = _through(url, checked_page, config)
         if not works:  # a mistyped proxy would fail every check it is given
             raise UsageError(f"{outcome}; nothing added (--no-test adds it untested)")
         if not outcome.startswith("ok"):
-            print(f"monitor: warning: the proxy answered, but {outcome}", file=sys.stderr)
+            warning = f"the proxy answered, but {outcome}"
     try:
-        proxy = store.add_proxy(url)
+        return store.add_proxy(url), warning
     except Duplicate as exc:
         raise UsageError(str(exc)) from None
+
+
+def cmd_proxy_add(args, config, store) -> None:
+    proxy, warning = add_proxy(config, store, args.url, not args.no_test, args.page)
+    if warning:
+        print(f"monitor: warning: {warning}", file=sys.stderr)
     print(f"added proxy {proxy.id}: {redact(proxy.url)}")
 
 
@@ -107,13 +120,19 @@ def cmd_proxy_remove(args, config, store) -> None:
     print(f"removed proxy {proxy.id}: {redact(proxy.url)}")
 
 
-def cmd_proxy_test(args, config, store) -> None:
-    proxy_url = _find_proxy(store, args.ref).url if parse_id(args.ref) is not None else _proxy_url(args.ref)
-    page, _ = watch_url(args.page, config)
-    _, outcome = _through(proxy_url, page, config)
+def try_proxy(config, proxy_url: str, page: str = TEST_PAGE) -> str:
+    """Fetch ``page`` through a proxy: the line saying how it went, RuntimeFailure with it
+    when it did not go well."""
+    checked_page, _ = watch_url(page, config)
+    _, outcome = _through(proxy_url, checked_page, config)
     if not outcome.startswith("ok"):
         raise RuntimeFailure(outcome)
-    print(outcome)
+    return outcome
+
+
+def cmd_proxy_test(args, config, store) -> None:
+    proxy_url = _find_proxy(store, args.ref).url if parse_id(args.ref) is not None else _proxy_url(args.ref)
+    print(try_proxy(config, proxy_url, args.page))
 
 
 # --- the host disable list -----------------------------------------------------------------------
@@ -134,12 +153,15 @@ def cmd_hosts(args, config, store) -> None:
     print("lift one at once, fleet-wide: `monitor hosts enable HOST`")
 
 
-def cmd_hosts_enable(args, config, store) -> None:
-    host = args.host.strip().lower().rstrip(".")
+def enable_host(config, store: Store, host: str) -> str:
+    """Lift a host's cooldown now, in the store and in every running worker; the host as
+    the disable list writes it. NotFound when it is not disabled; RuntimeFailure when the
+    workers could not be told (it is off the list then, but they skip it until it ends)."""
+    host = host.strip().lower().rstrip(".")
     if not host:
         raise UsageError("give the host name to enable, as `monitor hosts` lists it")
     if not store.enable_host(host, time.time()):
-        raise UsageError(f"{host} is not disabled (`monitor hosts` lists those that are)")
+        raise NotFound(f"{host} is not disabled (`monitor hosts` lists those that are)")
     try:  # running workers learn it at once; workers that start later never see the cooldown
         connection = amqp.connect(config, get_logger("cli"), attempts=2)
         try:
@@ -150,7 +172,11 @@ def cmd_hosts_enable(args, config, store) -> None:
     except (amqp.BrokerUnavailable, amqp.PublishFailed, *amqp.RECOVERABLE) as exc:
         raise RuntimeFailure(f"{host} is off the disable list, but running workers were not told "
                              f"({describe(exc)}): they skip it until its cooldown ends") from None
-    print(f"{host} enabled: every worker may fetch it again now")
+    return host
+
+
+def cmd_hosts_enable(args, config, store) -> None:
+    print(f"{enable_host(config, store, args.host)} enabled: every worker may fetch it again now")
 
 
 def cmd_workers(args, config, store) -> None:

@@ -237,9 +237,15 @@ def cmd_dlq_replay(args, config, store) -> None:
         raise UsageError(f"not in dead_letter (or not replayable): {', '.join(missing)}")
 
 
-def cmd_dlq_purge(args, config, store) -> None:
+def purge_dead_letters(config) -> int:
+    """Delete every dead letter: how many there were (RuntimeFailure without a broker).
+    Shared by ``dlq purge`` and the web API."""
     with dead_letters(config) as dlq:
-        print(f"purged {dlq.purge()} dead letter(s)")
+        return dlq.purge()
+
+
+def cmd_dlq_purge(args, config, store) -> None:
+    print(f"purged {purge_dead_letters(config)} dead letter(s)")
 
 
 def cmd_db_upgrade(args, config, store) -> None:

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import sys
 import time
 import unicodedata
 from pathlib import Path
+from typing import Callable, TextIO
 from urllib.parse import urlsplit
 
 from monitor import imports
@@ -215,43 +217,93 @@ class _Progress:
             self.width = 0
 
 
-def cmd_watch_import(args, config, store) -> None:
-    if args.format not in ("auto", *imports.READERS):
-        raise UsageError(f"unknown format {args.format[:40]!r}: one of auto, {', '.join(imports.READERS)}")
+def checked_format(fmt: str) -> str:
+    """An import format's name (``--format``): auto or one of the readers (UsageError otherwise)."""
+    if fmt not in ("auto", *imports.READERS):
+        raise UsageError(f"unknown format {fmt[:40]!r}: one of auto, {', '.join(imports.READERS)}")
+    return fmt
+
+
+def import_rows(data: bytes, source: str, fmt: str = "auto") -> list[imports.Row]:
+    """The entries of an import file (``source`` names it, and its extension may tell its
+    format); UsageError when the file as a whole cannot be read."""
     try:
-        rows = imports.read(Path(args.file).read_bytes(), args.file, args.format)
-    except (OSError, imports.ImportFileError) as exc:
-        raise UsageError(f"cannot read {args.file}: {exc}") from None
-    added = duplicates = invalid = 0
-    progress = _Progress(len(rows))
+        return imports.read(data, source, checked_format(fmt))
+    except imports.ImportFileError as exc:
+        raise UsageError(f"cannot read {source}: {exc}") from None
+
+
+@dataclasses.dataclass
+class Imported:
+    """What an import did: ``messages`` are the lines about single entries (refused, or
+    with settings that have no equivalent here), each starting with where the entry is."""
+    added: int = 0
+    duplicates: int = 0
+    invalid: int = 0
+    messages: list[str] = dataclasses.field(default_factory=list)
+
+
+def _import_row(config, store: Store, row: imports.Row) -> None:
+    if row.refused:
+        raise UsageError(row.refused)
+    interval = interval_seconds(row.interval, config)
+    url, _ = watch_url(row.url, config)
+    if urlsplit(row.url).password == MASK:
+        raise UsageError("its password is masked (export never prints one): add it with the password")
+    store.add_watch(url, interval, row.name, row.tag, enabled=row.enabled)
+
+
+def import_watches(config, store: Store, rows: list[imports.Row], say: Callable[[str], None] = lambda line: None,
+                   step: Callable[[int], None] = lambda done: None) -> Imported:
+    """Add a watch for each entry the checks of ``watch add`` let pass; a duplicate is
+    skipped. ``say`` gets each message as it comes, ``step`` the count of entries done."""
+    imported = Imported()
+
+    def tell(line: str) -> None:
+        imported.messages.append(line)
+        say(line)
+
     for done, row in enumerate(rows, start=1):
-        progress.step(done)
+        step(done)
         try:
-            if row.refused:
-                raise UsageError(row.refused)
-            interval = interval_seconds(row.interval, config)
-            url, _ = watch_url(row.url, config)
-            if urlsplit(row.url).password == MASK:
-                raise UsageError("its password is masked (export never prints one): add it with the password")
-            store.add_watch(url, interval, row.name, row.tag, enabled=row.enabled)
-            added += 1
+            _import_row(config, store, row)
         except Duplicate:
-            duplicates += 1
+            imported.duplicates += 1
         except UsageError as exc:
-            invalid += 1
-            progress.say(f"{row.where}: refused: {exc}")
+            imported.invalid += 1
+            tell(f"{row.where}: refused: {exc}")
         else:
+            imported.added += 1
             for note in row.notes:
-                progress.say(f"{row.where}: {note}")
+                tell(f"{row.where}: {note}")
+    return imported
+
+
+def cmd_watch_import(args, config, store) -> None:
+    checked_format(args.format)  # (before the file: a mistyped format is said first)
+    try:
+        data = Path(args.file).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc}") from None
+    rows = import_rows(data, args.file, args.format)
+    progress = _Progress(len(rows))
+    imported = import_watches(config, store, rows, progress.say, progress.step)
     progress.clear()
-    print(f"imported: {added} added, {duplicates} skipped as duplicates, {invalid} refused as invalid")
+    print(f"imported: {imported.added} added, {imported.duplicates} skipped as duplicates, "
+          f"{imported.invalid} refused as invalid")
+
+
+def export_watches(store: Store, out: TextIO) -> None:
+    """Write the watch list to ``out`` as CSV that ``watch import`` reads back (passwords masked)."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["url", "interval", "name", "tag", "enabled"])
+    for watch in store.list_watches():
+        writer.writerow([redact(watch.url), format_duration(watch.interval_s), watch.name or "", watch.tag or "",
+                         int(watch.enabled)])
 
 
 def cmd_watch_export(args, config, store) -> None:
-    writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(["url", "interval", "name", "tag", "enabled"])
-    for watch in store.list_watches():
-        writer.writerow([redact(watch.url), format_duration(watch.interval_s), watch.name or "", watch.tag or "", int(watch.enabled)])
+    export_watches(store, sys.stdout)
 
 
 def cmd_watch_recheck(args, config, store) -> None:

@@ -1,29 +1,44 @@
 """The REST API under ``/api/v1/`` (JSON), described by ``/api/v1/openapi.json``.
 
 Every route does what a ``monitor`` command does, through the same functions: the CLI's
-checks (:mod:`monitor.cli.common`, :mod:`monitor.cli.watches`) raise ``UsageError`` with a
-one-line reason, answered here as 400 ``{"error": ...}`` before anything is changed; an
-unknown watch in the path is 404. Objects are shown as the commands' ``--json`` shows them
-(passwords and secrets masked). Keep :mod:`monitor.web.openapi` in step with the routes.
+checks (:mod:`monitor.cli.common`, :mod:`monitor.cli.watches` and the other command
+modules) raise ``UsageError`` with a one-line reason, answered here as 400 ``{"error": ...}``
+before anything is changed; an unknown watch, filter, sink, proxy or disabled host in the
+path is 404. A broker that cannot be reached is 503; a test through a sink or a proxy
+that fails out there is 502 (the web front worked, what it was asked to reach did not).
+Objects are shown as the commands' ``--json`` shows them (passwords and secrets masked).
+Long lists take ``limit`` and ``offset``. The sinks and filters the TOML file declares are
+the notifier's to apply (see :mod:`monitor.cli.filters`); removing one is refused here as
+by the CLI. Keep :mod:`monitor.web.openapi` in step with the routes.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import re
 import time
 
-from flask import Blueprint, g, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from monitor.cli import positive_int
 from monitor.cli.common import RuntimeFailure, UsageError, watch_id_of
-from monitor.cli.fleet import proxy_dict
-from monitor.cli.operations import dead_letter_dict, dead_letters
+from monitor.cli.filters import add_filter, filter_dict, remove_filter
+from monitor.cli.fleet import TEST_PAGE, add_proxy, enable_host, proxy_dict, try_proxy
+from monitor.cli.operations import dead_letter_dict, dead_letters, purge_dead_letters
 from monitor.cli.operations import replay_dead_letters as replay_letters  # (the route below has its name)
-from monitor.cli.sinks import sink_dict
-from monitor.cli.watches import add_watch, alerts_since, checked_changes, watch_dict
-from monitor.store import NotFound
+from monitor.cli.sinks import add_sink, remove_sink, retry_deliveries, send_test_alert, sink_dict, sink_options
+from monitor.cli.watches import (
+    add_watch,
+    alerts_since,
+    checked_changes,
+    export_watches,
+    import_rows,
+    import_watches,
+    watch_dict,
+)
+from monitor.store import MAX_ID, NotFound, parse_id
 from monitor.web import openapi
 from monitor.web.app import store
 
@@ -54,9 +69,12 @@ def _unavailable(exc: RuntimeFailure) -> ResponseReturnValue:
 
 
 # --- reading the request ---------------------------------------------------------------------------
-def _body(allowed: set[str]) -> dict:
+def _body(allowed: set[str], optional: bool = False) -> dict:
     """The request's JSON object; UsageError unless it is one with only ``allowed`` fields
-    (a misspelt field would otherwise be ignored without a word)."""
+    (a misspelt field would otherwise be ignored without a word). With ``optional``, no
+    body at all is an empty object."""
+    if optional and not request.get_data():
+        return {}
     body = request.get_json(force=True, silent=True)
     if not isinstance(body, dict):
         raise UsageError('the body must be a JSON object, e.g. {"url": "https://example.org/"}')
@@ -84,15 +102,46 @@ def _strings(body: dict, field: str) -> list[str] | None:
     return value
 
 
-def _interval(body: dict) -> str | None:
-    """The interval as the CLI takes it (``5m``); whole seconds are written as such, so the
+def _duration(body: dict, field: str) -> str | None:
+    """A duration as the CLI takes it (``5m``); whole seconds are written as such, so the
     CLI's rules (at least 1s, at most 366d) judge both."""
-    value = body.get("interval")
+    value = body.get(field)
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value}s"
     if value is None or isinstance(value, str):
         return value
-    raise UsageError("interval: write a number and a unit, e.g. 30s, 5m, 2h, 1d (or whole seconds)")
+    raise UsageError(f"{field}: write a number and a unit, e.g. 30s, 5m, 2h, 1d (or whole seconds)")
+
+
+def _flag(body: dict, field: str, default: bool) -> bool:
+    value = body.get(field, default)
+    if not isinstance(value, bool):
+        raise UsageError(f"{field}: true or false is expected")
+    return value
+
+
+def _watch_ref(body: dict) -> str | None:
+    """``watch``: a watch's id (a number or its digits) or its URL, as ``--watch`` takes it."""
+    value = body.get("watch")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _string(body, "watch")
+
+
+def _headers(body: dict) -> dict[str, str] | None:
+    """``headers``: an object of header names and values (the channel checks each)."""
+    value = body.get("headers")
+    if value is not None and not isinstance(value, dict):
+        raise UsageError('headers: an object is expected, e.g. {"Authorization": "Bearer ..."}')
+    return value
+
+
+def _ids_or_all(body: dict, what: str) -> list[str] | None:
+    """``ids`` (a list of them), or None for ``"all": true``; one of the two is required."""
+    ids, everything = _strings(body, "ids"), _flag(body, "all", False)
+    if everything == bool(ids):
+        raise UsageError(f'give "ids": [{what} IDs] or "all": true')
+    return None if everything else ids
 
 
 def _tag(body: dict) -> str | None:
@@ -121,18 +170,39 @@ def _limit(text: str | None) -> int | None:
         raise UsageError(f"limit: {exc}") from None
 
 
+def _offset(text: str | None) -> int:
+    number = parse_id(text or "0")
+    if number is None:
+        raise UsageError(f"offset: {text[:40]!r} is not a whole number (0 or more)")
+    return min(number, MAX_ID)  # (past any list; SQLite takes no larger number)
+
+
+def _window() -> tuple[int, int | None]:
+    """The ``offset`` (0 without one) and ``limit`` (None: to the end) query parameters."""
+    return _offset(request.args.get("offset")), _limit(request.args.get("limit"))
+
+
+def _page(items: list) -> list:
+    """The part of ``items`` the ``offset`` and ``limit`` query parameters ask for."""
+    offset, limit = _window()
+    return items[offset:] if limit is None else items[offset:offset + limit]
+
+
 # --- watches ---------------------------------------------------------------------------------------
 @blueprint.get("/watches")
 def list_watches() -> ResponseReturnValue:
-    """Every watch with its last results (``monitor watch list --json``)."""
-    return jsonify([watch_dict(watch) for watch in store().list_watches()])
+    """The watches with their last results, by id (``monitor watch list --json``); ``q``:
+    those with it in their URL, name or tag, as the dashboard's search."""
+    offset, limit = _window()
+    watches = store().list_watches(request.args.get("q", "").strip(), -1 if limit is None else limit, offset)
+    return jsonify([watch_dict(watch) for watch in watches])
 
 
 @blueprint.post("/watches")
 def create_watch() -> ResponseReturnValue:
     """Add a watch (``monitor watch add``): 201 and the watch, or 400 and nothing added."""
     body = _body({"url", "interval", "name", "tag", "tags", "selector", "ignore_params"})
-    watch, warning = add_watch(g.config, store(), _string(body, "url", required=True), _interval(body),
+    watch, warning = add_watch(g.config, store(), _string(body, "url", required=True), _duration(body, "interval"),
                                _string(body, "name"), _tag(body), _string(body, "selector"),
                                _strings(body, "ignore_params"))
     shown = watch_dict(watch)
@@ -161,7 +231,7 @@ def change_watch(watch_id: int) -> ResponseReturnValue:
         raise UsageError("forget_volatile: only true is meaningful")
     # (A null name or tag leaves it as it is; "" clears it, as `watch set --name ""` does.)
     interval_s, selector, params, name, tag = checked_changes(
-        g.config, _interval(body), _string(body, "selector"), _strings(body, "ignore_params"),
+        g.config, _duration(body, "interval"), _string(body, "selector"), _strings(body, "ignore_params"),
         _string(body, "name"), _string(body, "tag"))
     # The same calls, in the same order, as `monitor watch set`.
     if forget:
@@ -195,8 +265,51 @@ def recheck_watch(watch_id: int) -> ResponseReturnValue:
 def list_links(watch_id: int) -> ResponseReturnValue:
     """The links known for a watch, newest first (``monitor links --json``)."""
     store().get_watch(watch_id)
-    links = store().links(watch_id, _limit(request.args.get("limit")))
+    offset, limit = _window()
+    links = store().links(watch_id, None if limit is None else min(offset + limit, MAX_ID))[offset:]
     return jsonify([{"watch_id": watch_id, **dataclasses.asdict(link)} for link in links])
+
+
+@blueprint.get("/watches/export")
+def export_watch_list() -> ResponseReturnValue:
+    """The watch list as CSV, as ``monitor watch export`` prints it (import reads it back)."""
+    out = io.StringIO()
+    export_watches(store(), out)
+    return Response(out.getvalue(), mimetype="text/csv")
+
+
+@blueprint.post("/watches/import")
+def import_watch_list() -> ResponseReturnValue:
+    """Add watches from the file that is the body (``monitor watch import``): the formats it
+    reads, ``format`` as ``--format``; the counts it prints and its lines about single entries."""
+    rows = import_rows(request.get_data(), "the body", request.args.get("format", "auto"))
+    imported = import_watches(g.config, store(), rows)
+    return jsonify(added=imported.added, skipped=imported.duplicates, refused=imported.invalid,
+                   messages=imported.messages)
+
+
+# --- rules that hold back alerts -----------------------------------------------------------------
+@blueprint.get("/filters")
+def list_filters() -> ResponseReturnValue:
+    """The rules, the TOML file's among them (``monitor filter list --json``)."""
+    declared = store().declared_filter_ids()
+    return jsonify([filter_dict(rule, declared) for rule in store().list_filters()])
+
+
+@blueprint.post("/filters")
+def create_filter() -> ResponseReturnValue:
+    """Add a rule for one watch, one tag or every watch (``monitor filter add``): 201 and the rule."""
+    body = _body({"rule", "pattern", "watch", "tag"})
+    rule = add_filter(store(), _string(body, "rule", required=True), _string(body, "pattern"),
+                      _watch_ref(body), _string(body, "tag"))
+    return jsonify(filter_dict(rule, set())), 201
+
+
+@blueprint.delete("/filters/<int:filter_id>")
+def delete_filter(filter_id: int) -> ResponseReturnValue:
+    """Remove a rule (``monitor filter remove``); one the TOML file declares is refused (400)."""
+    remove_filter(store(), filter_id)
+    return jsonify(removed=filter_id)
 
 
 # --- what the watches found --------------------------------------------------------------------------
@@ -206,13 +319,59 @@ def list_alerts() -> ResponseReturnValue:
     watch = request.args.get("watch")
     since = request.args.get("since")
     watch_id = watch_id_of(store(), watch) if watch else None
-    return jsonify([alert for _, alert in store().alerts(_since(since) if since else 0.0, watch_id)])
+    return jsonify(_page([alert for _, alert in store().alerts(_since(since) if since else 0.0, watch_id)]))
+
+
+@blueprint.get("/alerts/failed")
+def list_failed_deliveries() -> ResponseReturnValue:
+    """Deliveries given up on, oldest first, of every sink or ``sink`` (``alerts failed --json``)."""
+    return jsonify(_page(store().failed_deliveries(request.args.get("sink") or None)))
+
+
+@blueprint.post("/alerts/retry")
+def retry_failed_deliveries() -> ResponseReturnValue:
+    """Make failed deliveries pending again (``monitor alerts retry``): ``ids`` or ``all``, of ``sink``."""
+    body = _body({"ids", "all", "sink"})
+    ids = _ids_or_all(body, "alert")
+    return jsonify(pending_again=retry_deliveries(store(), ids, _string(body, "sink")))
 
 
 # --- the fleet and delivery --------------------------------------------------------------------------
 @blueprint.get("/proxies")
 def list_proxies() -> ResponseReturnValue:
     return jsonify([proxy_dict(proxy) for proxy in store().list_proxies()])
+
+
+@blueprint.post("/proxies")
+def create_proxy() -> ResponseReturnValue:
+    """Add a proxy (``monitor proxy add``): tested first by fetching ``page`` through it,
+    unless ``"test": false``; one that does not work is refused (400) and not added."""
+    body = _body({"url", "test", "page"})
+    proxy, warning = add_proxy(g.config, store(), _string(body, "url", required=True), _flag(body, "test", True),
+                               _string(body, "page") or TEST_PAGE)
+    shown = proxy_dict(proxy)
+    if warning:
+        shown["warning"] = warning
+    return jsonify(shown), 201
+
+
+@blueprint.delete("/proxies/<int:proxy_id>")
+def delete_proxy(proxy_id: int) -> ResponseReturnValue:
+    """Remove a proxy from the pool (``monitor proxy remove``)."""
+    store().remove_proxy(proxy_id)
+    return jsonify(removed=proxy_id)
+
+
+@blueprint.post("/proxies/<int:proxy_id>/test")
+def proxy_test(proxy_id: int) -> ResponseReturnValue:
+    """Fetch ``page`` through a proxy (``monitor proxy test``); 502 with the reason when it fails."""
+    body = _body({"page"}, optional=True)
+    proxy = store().get_proxy(proxy_id)
+    try:
+        outcome = try_proxy(g.config, proxy.url, _string(body, "page") or TEST_PAGE)
+    except RuntimeFailure as exc:
+        return _error(502, exc)
+    return jsonify(id=proxy_id, outcome=outcome)
 
 
 @blueprint.get("/workers")
@@ -225,10 +384,44 @@ def list_disabled_hosts() -> ResponseReturnValue:
     return jsonify([dataclasses.asdict(cooldown) for cooldown in store().host_cooldowns(time.time())])
 
 
+@blueprint.post("/hosts/<host>/enable")
+def enable_disabled_host(host: str) -> ResponseReturnValue:
+    """Lift a host's cooldown now, in every worker (``monitor hosts enable``); 404 when it is
+    not disabled, 503 when it is lifted but the running workers could not be told."""
+    return jsonify(enabled=enable_host(g.config, store(), host))
+
+
 @blueprint.get("/sinks")
 def list_sinks() -> ResponseReturnValue:
     """The sinks in the store (the notifier applies the TOML file's declarations to it)."""
     return jsonify([sink_dict(sink) for sink in store().list_sinks()])
+
+
+@blueprint.post("/sinks")
+def create_sink() -> ResponseReturnValue:
+    """Deliver the alerts of one watch, one tag or every watch to a channel (``monitor sink add``)."""
+    body = _body({"kind", "target", "name", "secret", "headers", "digest", "watch", "tag"})
+    options = sink_options(_string(body, "secret"), _headers(body), _duration(body, "digest"))
+    sink = add_sink(store(), _string(body, "kind", required=True), _string(body, "target", required=True),
+                    _string(body, "name"), options, _watch_ref(body), _string(body, "tag"))
+    return jsonify(sink_dict(sink)), 201
+
+
+@blueprint.delete("/sinks/<name>")
+def delete_sink(name: str) -> ResponseReturnValue:
+    """Stop delivering to a sink (``monitor sink remove``); one the TOML file declares is refused (400)."""
+    remove_sink(store(), name)
+    return jsonify(removed=name)
+
+
+@blueprint.post("/sinks/<name>/test")
+def sink_test(name: str) -> ResponseReturnValue:
+    """Send one test alert now (``monitor sink test``); 502 with the reason when it is not delivered."""
+    try:
+        sink = send_test_alert(store(), name)
+    except RuntimeFailure as exc:
+        return _error(502, exc)
+    return jsonify(sink=sink.name, delivered=True)
 
 
 @blueprint.get("/dead-letters")
@@ -241,12 +434,15 @@ def list_dead_letters() -> ResponseReturnValue:
 @blueprint.post("/dead-letters/replay")
 def replay_dead_letters() -> ResponseReturnValue:
     """Publish dead letters back to their queue (``monitor dlq replay``): ``ids`` or ``all``."""
-    body = _body({"ids", "all"})
-    ids, everything = _strings(body, "ids"), body.get("all", False)
-    if not isinstance(everything, bool) or everything == bool(ids):
-        raise UsageError('give "ids": [dead-letter IDs] or "all": true')
-    replayed, missing = replay_letters(g.config, None if everything else set(ids))
+    ids = _ids_or_all(_body({"ids", "all"}), "dead-letter")
+    replayed, missing = replay_letters(g.config, None if ids is None else set(ids))
     return jsonify(replayed=replayed, missing=missing)
+
+
+@blueprint.post("/dead-letters/purge")
+def purge_dead_letter_queue() -> ResponseReturnValue:
+    """Delete every dead letter (``monitor dlq purge``)."""
+    return jsonify(purged=purge_dead_letters(g.config))
 
 
 @blueprint.get("/openapi.json")

@@ -5,14 +5,16 @@
   puts them on top, so the page is live without reloading. Without JavaScript it is a
   plain page (reload to see more).
 * ``/watches``: the watch list, a search, and the forms that change it;
-  ``/watches/<id>``: one watch, its links and its feed; ``/fleet``: queue depths,
-  workers, proxies and the host disable list.
+  ``/watches/<id>``: one watch, its links, its feed, the filters that apply to it (its
+  own, its tag's, every watch's) and a form to add or remove its own; ``/fleet``: queue
+  depths, workers, proxies and the host disable list.
 
 Forms are POSTs carrying the CSRF token (the application checks it before any view runs;
 this blueprint sets the cookie it is derived from). A success redirects (303, so a reload
 never posts twice); bad input re-renders the page with the one-line error the CLI would
 print, and nothing changes. The validation is the CLI's own code (:mod:`monitor.cli.common`,
-:func:`monitor.cli.watches.add_watch`), so the web and the terminal refuse the same things.
+:func:`monitor.cli.watches.add_watch`, :func:`monitor.cli.filters.add_filter`), so the web
+and the terminal refuse the same things.
 """
 from __future__ import annotations
 
@@ -22,12 +24,15 @@ from flask import Blueprint, Response, abort, g, jsonify, redirect, render_templ
 
 from monitor import amqp
 from monitor import store as stores
-from monitor.cli.common import RuntimeFailure, UsageError, cost, interval_seconds, ts
+from monitor.cli.common import RuntimeFailure, UsageError, cost, interval_seconds, scope, ts
+from monitor.cli.filters import add_filter as checked_add_filter
+from monitor.cli.filters import remove_filter
 from monitor.cli.operations import dead_letters, gather_status, replay_dead_letters
 from monitor.cli.watches import status_line  # the CLI's wording of a watch's status
 from monitor.cli.watches import add_watch as checked_add_watch
 from monitor.cli.watches import checked_label
 from monitor.durations import format_age, format_duration
+from monitor.filters import RULES, Rule
 from monitor.store import Watch
 from monitor.urls import redact
 from monitor.web import auth
@@ -266,7 +271,7 @@ def remove(watch_id: int):
 
 
 # --- one watch -------------------------------------------------------------------------------
-def _watch_page(watch_id: int, error: str | None = None, status: int = 200):
+def _watch_page(watch_id: int, error: str | None = None, status: int = 200, form: dict | None = None):
     try:
         watch = store().get_watch_with_counts(watch_id)
     except stores.NotFound:
@@ -275,12 +280,51 @@ def _watch_page(watch_id: int, error: str | None = None, status: int = 200):
                            status=status_line(watch, _disabled_hosts()), error=error,
                            checks=store().recent_checks(watch_id),
                            links=store().links(watch_id, LINKS_SHOWN),
+                           filters=_filters_of(watch), rules=RULES, form=form or {},
                            feed=url_for("feeds", name=f"watch-{watch_id}.atom")), status
+
+
+def _filters_of(watch: Watch) -> list[tuple[Rule, str, bool]]:
+    """The rules that apply to ``watch``: each with whose it is (in the CLI's words) and
+    whether the TOML file declares it (then it is changed there, not on this page)."""
+    declared = store().declared_filter_ids()
+    return [(rule, scope(rule.watch_id, rule.tag), rule.id in declared)
+            for rule in store().list_filters() if rule.applies_to(watch.id, watch.tag)]
 
 
 @blueprint.get("/watches/<int:watch_id>")
 def watch(watch_id: int):
     return _watch_page(watch_id)
+
+
+@blueprint.post("/watches/<int:watch_id>/filters")
+def add_filter(watch_id: int):
+    """A rule for this watch only (``monitor filter add RULE PATTERN --watch ID``'s checks)."""
+    _watch_or_404(watch_id)
+    form = {name: request.form.get(name, "").strip() for name in ("rule", "pattern")}
+    try:
+        checked_add_filter(store(), form["rule"], form["pattern"], str(watch_id))
+    except UsageError as exc:
+        return _watch_page(watch_id, str(exc), 400, form)
+    return _to_filters(watch_id)
+
+
+@blueprint.post("/watches/<int:watch_id>/filters/<int:filter_id>/remove")
+def remove_watch_filter(watch_id: int, filter_id: int):
+    """Remove one of this watch's own rules (``monitor filter remove``; a declared one is refused)."""
+    _watch_or_404(watch_id)
+    if not any(rule.id == filter_id and rule.watch_id == watch_id for rule in store().list_filters()):
+        abort(404, f"watch {watch_id} has no filter with id {filter_id}")
+    try:
+        remove_filter(store(), filter_id)
+    except UsageError as exc:
+        return _watch_page(watch_id, str(exc), 400)
+    return _to_filters(watch_id)
+
+
+def _to_filters(watch_id: int):
+    """After a filter form: the watch's page, scrolled to its filters."""
+    return redirect(url_for("pages.watch", watch_id=watch_id, _anchor="filters"), code=303)
 
 
 # --- the fleet -------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.common.exceptions import WebDriverException
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from monitor import amqp
 from tests.helpers import wait_for
@@ -195,12 +195,14 @@ def test_a_form_without_its_csrf_field_is_refused_and_changes_nothing(pipeline):
 
     for path, form in (("watches", {"url": "http://127.0.0.1:8/", "interval": "5m"}),
                        (f"watches/{watch_id}/pause", {}), (f"watches/{watch_id}/remove", {}),
-                       (f"watches/{watch_id}/interval", {"interval": "5m"})):
+                       (f"watches/{watch_id}/interval", {"interval": "5m"}),
+                       (f"watches/{watch_id}/filters", {"rule": "noise"})):
         status, body = client.request(path, form)
         assert status == 403 and "out of date or not from this site" in body, path
         status, _ = client.request(path, {**form, "csrf": token + "x"})
         assert status == 403, path
     assert [(w.id, w.enabled, w.interval_s) for w in pipeline.store.list_watches()] == [(watch_id, True, 3600)]
+    assert pipeline.store.list_filters() == []
 
     # With the field, the same form works (and redirects to a page, not to a blank POST answer).
     status, body = client.request(f"watches/{watch_id}/pause", {"csrf": token, "back": "list"})
@@ -263,6 +265,54 @@ def test_the_name_and_tag_form_renames_clears_and_refuses_a_bad_value(pipeline):
     status, body = client.request(path, {"csrf": token, "back": "list", "name": "", "tag": ""})
     assert status == 200 and f'id="watch-{watch_id}"' in body
     assert (pipeline.watch(watch_id).name, pipeline.watch(watch_id).tag) == (None, None)
+
+
+def test_the_watch_page_lists_the_filters_that_apply_and_adds_and_removes_its_own(pipeline, browser, screenshots):
+    now = time.time()
+    watch_id = pipeline.store.add_watch("http://127.0.0.1:9/", 3600, "Local news", "news").id
+    other_id = pipeline.store.add_watch("http://127.0.0.1:8/", 3600).id
+    inherited = {pipeline.store.add_filter("noise", "", None, "news", now): "tag 'news'",
+                 pipeline.store.add_filter("same-site", "", None, None, now): "every watch"}
+    not_its_own = pipeline.store.add_filter("exclude", "sponsored", other_id, None, now)
+    pipeline.web()
+    page = pipeline.web_url + f"watches/{watch_id}"
+    browser.get(page)
+
+    def rows() -> dict[int, str]:
+        return {int(row.get_attribute("id").removeprefix("filter-")): row.text
+                for row in browser.find_elements(By.CSS_SELECTOR, "#filter-rules tbody tr")}
+    shown = rows()
+    assert set(shown) == set(inherited), "its tag's and every watch's, not another watch's"
+    assert all(shown[rule_id].endswith(whose) for rule_id, whose in inherited.items()), shown
+    assert browser.find_elements(By.CSS_SELECTOR, "#filter-rules button") == [], "only its own can be removed here"
+
+    # A bad pattern: the CLI's one-line error, what was typed kept, nothing added.
+    form = browser.find_element(By.ID, "add-filter")
+    Select(form.find_element(By.NAME, "rule")).select_by_visible_text("include")
+    form.find_element(By.NAME, "pattern").send_keys("/[unclosed/")
+    _submit(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    assert browser.find_element(By.CSS_SELECTOR, "p.error").text.startswith("include: bad regular expression")
+    assert browser.find_element(By.CSS_SELECTOR, "#add-filter [name=pattern]").get_attribute("value") == "/[unclosed/"
+    assert len(pipeline.store.list_filters()) == 3
+
+    pattern = browser.find_element(By.CSS_SELECTOR, "#add-filter [name=pattern]")
+    pattern.clear()
+    pattern.send_keys("election")
+    _submit(browser, browser.find_element(By.CSS_SELECTOR, "#add-filter button[type=submit]"))
+    assert browser.current_url == page + "#filters"
+    [own] = [rule for rule in pipeline.store.list_filters() if rule.watch_id == watch_id]
+    assert (own.rule, own.pattern) == ("include", "election")
+    assert rows()[own.id].split() == [str(own.id), "include", "election", "watch", str(watch_id), "Remove"]
+    _shoot(browser, screenshots, "watch-filters")
+
+    _submit(browser, browser.find_element(By.CSS_SELECTOR, f"#filter-{own.id} button.remove"))
+    assert set(rows()) == set(inherited)
+    assert sorted(rule.id for rule in pipeline.store.list_filters()) == sorted([*inherited, not_its_own])
+
+    # Without a browser: another watch's rule is not removed through this page.
+    client = _Client(pipeline.web_url)
+    status, _ = client.request(f"watches/{watch_id}/filters/{not_its_own}/remove", {"csrf": client.csrf()})
+    assert status == 404 and len(pipeline.store.list_filters()) == 3
 
 
 def _dead_letters(pipeline) -> list[dict]:
