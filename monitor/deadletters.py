@@ -16,6 +16,7 @@ import pika
 from monitor import amqp
 from monitor.config import Config
 from monitor.log import get_logger
+from monitor.urls import scrub_credentials
 
 BROWSE_LIMIT = 10_000
 
@@ -29,8 +30,14 @@ class DeadLetter:
     delivery_tag: int
     properties: pika.BasicProperties
 
+    @property
+    def text(self) -> str:
+        """The body as it may be shown: a job carries its watch's URL as stored, password
+        and all (the worker needs it), so every ``//user:password@`` is masked."""
+        return scrub_credentials(self.body.decode("utf-8", errors="replace"))
+
     def preview(self, width: int = 80) -> str:
-        text = self.body.decode("utf-8", errors="replace").replace("\n", " ")
+        text = self.text.replace("\n", " ")
         return text if len(text) <= width else text[: width - 3] + "..."
 
 

@@ -57,8 +57,8 @@ def compile_pattern(pattern: str) -> re.Pattern:
     if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
         try:
             return re.compile(pattern[1:-1], re.IGNORECASE)
-        except re.error as exc:
-            raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
+        except (re.error, OverflowError, RecursionError) as exc:  # (a{99999999999} overflows, deep nesting recurses)
+            raise ValueError(f"bad regular expression {pattern[:100]!r}: {exc}") from None
     if not pattern.strip():
         raise ValueError("an empty pattern matches everything: give words or /a regular expression/")
     return re.compile(re.escape(pattern.strip()), re.IGNORECASE)

@@ -640,15 +640,17 @@ class Store:
         return {watch_id: self.conn.execute("SELECT COUNT(*) FROM alerts WHERE watch_id = ? AND first_seen >= ?",
                                             (watch_id, now - 86400)).fetchone()[0] for watch_id in watch_ids}
 
-    def links(self, watch_id: int, limit: int | None = None) -> list[LinkRecord]:
-        """Links known for a watch, newest first."""
+    def links(self, watch_id: int, limit: int | None = None, offset: int = 0) -> list[LinkRecord]:
+        """Links known for a watch, newest first (``limit`` of them after ``offset``)."""
         rows = self.conn.execute(
-            "SELECT url, text, code, first_seen FROM links WHERE watch_id = ? ORDER BY first_seen DESC, rowid DESC LIMIT ?",
-            (watch_id, -1 if limit is None else limit)).fetchall()
+            "SELECT url, text, code, first_seen FROM links WHERE watch_id = ? ORDER BY first_seen DESC, rowid DESC "
+            "LIMIT ? OFFSET ?", (watch_id, -1 if limit is None else limit, offset)).fetchall()
         return [LinkRecord(*row) for row in rows]
 
-    def alerts(self, since: float = 0.0, watch_id: int | None = None, after_rowid: int = 0) -> list[tuple[int, dict]]:
-        """Alerts (oldest first) as ``(rowid, alert dict)``; ``after_rowid`` lets ``--follow`` poll."""
+    def alerts(self, since: float = 0.0, watch_id: int | None = None, after_rowid: int = 0, limit: int = -1,
+               offset: int = 0) -> list[tuple[int, dict]]:
+        """Alerts (oldest first; ``limit`` of them after ``offset``, -1: all) as ``(rowid,
+        alert dict)``; ``after_rowid`` lets ``--follow`` poll."""
         query = """SELECT a.rowid, a.alert_id, a.watch_id, w.url, a.url, a.text, a.first_seen
                    FROM alerts a JOIN watches w ON w.id = a.watch_id
                    WHERE a.first_seen >= ? AND a.rowid > ?"""
@@ -656,7 +658,7 @@ class Store:
         if watch_id is not None:
             query += " AND a.watch_id = ?"
             params.append(watch_id)
-        rows = self.conn.execute(query + " ORDER BY a.rowid", params).fetchall()
+        rows = self.conn.execute(query + " ORDER BY a.rowid LIMIT ? OFFSET ?", [*params, limit, offset]).fetchall()
         return [(row[0], {"alert_id": row[1], "watch_id": row[2], "baseUrl": row[3], "url": row[4],
                           "text": row[5], "first_seen": row[6]}) for row in rows]
 
@@ -987,14 +989,16 @@ class Store:
                       after_rowid: int = 0) -> list[dict]:
         """The newest ``limit`` alerts (of one watch, or one tag), newest first; with
         ``after_rowid``, only those recorded after it (what a live page has not shown yet)."""
-        # Only the filters given, so that one watch's alerts are read by its index.
-        filters = [("a.watch_id = ?", watch_id), ("w.tag = ?", tag), ("a.rowid > ?", after_rowid)]
+        # Only the filters given, so that one watch's (or tag's) alerts are read by its index;
+        # a live page's poll reads the alerts recorded since, by rowid, not every alert by time.
+        filters = [("a.watch_id = ?", watch_id), ("w.tag = ?", tag), ("a.rowid > ?", after_rowid or None)]
         kept = [(condition, value) for condition, value in filters if value is not None]
         rows = self.conn.execute(f"""
             SELECT a.alert_id, a.watch_id, w.url, w.name, w.tag, a.url, a.text, a.first_seen, a.rowid
             FROM alerts a JOIN watches w ON w.id = a.watch_id
-            WHERE {' AND '.join(condition for condition, _ in kept)}
-            ORDER BY a.first_seen DESC, a.rowid DESC LIMIT ?""", [value for _, value in kept] + [limit]).fetchall()
+            WHERE {' AND '.join(condition for condition, _ in kept) or 1}
+            ORDER BY {'a.rowid DESC' if after_rowid else 'a.first_seen DESC, a.rowid DESC'} LIMIT ?""",
+            [value for _, value in kept] + [limit]).fetchall()
         return [{"alert_id": r[0], "watch_id": r[1], "baseUrl": r[2], "watch_name": r[3], "tag": r[4], "url": r[5],
                  "text": r[6], "first_seen": r[7], "rowid": r[8]} for r in rows]
 
@@ -1051,13 +1055,14 @@ class Store:
                 gave_up += row is not None and row[0] == "failed"
         return gave_up
 
-    def failed_deliveries(self, sink: str | None = None) -> list[dict]:
-        """Deliveries given up on (the sinks' dead letters), oldest first."""
+    def failed_deliveries(self, sink: str | None = None, limit: int = -1, offset: int = 0) -> list[dict]:
+        """Deliveries given up on (the sinks' dead letters), oldest first (``limit`` of them
+        after ``offset``, -1: all)."""
         rows = self.conn.execute("""
             SELECT d.sink, d.alert_id, a.url, a.text, d.attempts, d.last_error, d.updated_at
             FROM deliveries d JOIN alerts a ON a.alert_id = d.alert_id
-            WHERE d.state = 'failed' AND (? IS NULL OR d.sink = ?) ORDER BY d.updated_at, d.alert_id""",
-                                 (sink, sink)).fetchall()
+            WHERE d.state = 'failed' AND (? IS NULL OR d.sink = ?) ORDER BY d.updated_at, d.alert_id LIMIT ? OFFSET ?""",
+                                 (sink, sink, limit, offset)).fetchall()
         return [{"sink": r[0], "alert_id": r[1], "url": r[2], "text": r[3], "attempts": r[4], "last_error": r[5],
                  "failed_at": r[6]} for r in rows]
 

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import time
+import unicodedata
 
 from monitor import config as configuration
 from monitor.durations import parse_duration
 from monitor.store import NotFound, Store
-from monitor.urls import BadURL, Unresolvable, check_public, validate_watch_url
+from monitor.urls import BadURL, Unresolvable, check_public, scrub_credentials, validate_watch_url
 
 
 class UsageError(Exception):
-    """Bad input from the user: exit code 2."""
+    """Bad input from the user: exit code 2. Its message quotes the input, so any URL's
+    password in it is masked (the CLI, the API and the pages show it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(scrub_credentials(message))
 
 
 class RuntimeFailure(Exception):
@@ -74,6 +79,19 @@ def find_watch(store: Store, ref: str):
 
 def watch_id_of(store: Store, ref: str) -> int:
     return find_watch(store, ref).id
+
+
+MAX_LABEL = 200  # characters of a watch's name or tag
+
+
+def checked_label(field: str, value: str | None) -> str | None:
+    """A new name or tag (``field``): None (unchanged) and '' (none) as they are, else at
+    most MAX_LABEL characters on one line (UsageError otherwise)."""
+    if value and len(value) > MAX_LABEL:
+        raise UsageError(f"{field}: at most {MAX_LABEL} characters (got {len(value)})")
+    if value and any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in value):
+        raise UsageError(f"{field}: one line, without line breaks, tabs or control characters")
+    return value
 
 
 def scope(watch_id: int | None, tag: str | None) -> str:

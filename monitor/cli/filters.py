@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from monitor import config as configuration
-from monitor.cli.common import UsageError, find_watch, print_json, scope, table
+from monitor.cli.common import UsageError, checked_label, find_watch, print_json, scope, table
 from monitor.cli.sinks import apply_declarations, declared_here
 from monitor.filters import Rule
 from monitor.sinks.declared import check_rule
@@ -29,6 +29,7 @@ def add_filter(store: Store, rule: str, pattern: str | None, watch: str | None =
     if watch is not None and tag is not None:
         raise UsageError("give a watch or a tag, not both")  # (argparse says so for the CLI)
     pattern = pattern or ""
+    tag = checked_label("tag", tag) or None
     try:
         check_rule(rule, pattern)
     except ValueError as exc:

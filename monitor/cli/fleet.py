@@ -16,7 +16,7 @@ from monitor.fetch import FetchError, fetch
 from monitor.log import describe, get_logger
 from monitor.messages import HostDisabled
 from monitor.store import MAX_ID, Duplicate, NotFound, Proxy, Store, parse_id
-from monitor.urls import redact
+from monitor.urls import redact, scrub_credentials
 
 # --- proxies and workers -----------------------------------------------------------------------
 PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
@@ -24,15 +24,17 @@ TEST_PAGE = "https://example.org/"  # what `proxy add` and `proxy test` fetch th
 
 
 def _proxy_url(url: str) -> str:
-    parts = urlsplit((url or "").strip())
-    if parts.scheme.lower() not in PROXY_SCHEMES:
-        raise UsageError(f"{redact(url)!r}: a proxy URL starts with one of {', '.join(s + '://' for s in PROXY_SCHEMES)}")
+    text = (url or "").strip()
+    shown = scrub_credentials(text)  # (not redact: a URL too broken to split is shown as well)
     try:
+        parts = urlsplit(text)
+        if parts.scheme.lower() not in PROXY_SCHEMES:
+            raise UsageError(f"{shown!r}: a proxy URL starts with one of {', '.join(s + '://' for s in PROXY_SCHEMES)}")
         if not parts.hostname or not parts.port:
             raise ValueError
     except ValueError:
-        raise UsageError(f"{redact(url)!r}: a proxy URL needs a host and a port, e.g. http://user:pass@10.0.0.5:3128") from None
-    return url.strip()
+        raise UsageError(f"{shown!r}: a proxy URL needs a host and a port, e.g. http://user:pass@10.0.0.5:3128") from None
+    return text
 
 
 def _find_proxy(store: Store, ref: str):

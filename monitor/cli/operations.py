@@ -202,8 +202,7 @@ def dead_letters(config) -> deadletters.DeadLetterQueue:
 
 def dead_letter_dict(letter: deadletters.DeadLetter) -> dict:
     """A dead letter as ``dlq list --json`` and the web API show it."""
-    return {"id": letter.id, "queue": letter.queue, "reason": letter.reason,
-            "body": letter.body.decode("utf-8", errors="replace")}
+    return {"id": letter.id, "queue": letter.queue, "reason": letter.reason, "body": letter.text}
 
 
 def cmd_dlq_list(args, config, store) -> None:

@@ -10,7 +10,7 @@ import sys
 import time
 
 from monitor import config as configuration
-from monitor.cli.common import RuntimeFailure, UsageError, find_watch, print_json, scope, table, ts
+from monitor.cli.common import RuntimeFailure, UsageError, checked_label, find_watch, print_json, scope, table, ts
 from monitor.durations import format_duration, parse_duration
 from monitor.sinks import declared
 from monitor.sinks.channels import KINDS, NAME, BadTarget, DeliveryFailed, build, mask
@@ -66,6 +66,7 @@ def add_sink(store: Store, kind: str, target: str, name: str | None, options: di
     KIND-N when ``name`` is None."""
     if watch is not None and tag is not None:
         raise UsageError("give a watch or a tag, not both")  # (argparse says so for the CLI)
+    tag = checked_label("tag", tag) or None
     name = name or f"{kind}-{len(store.sink_names()) + 1}"
     if not NAME.match(name):
         raise UsageError(f"sink name {name!r}: letters, digits, '.', '_' and '-', at most 64")

@@ -5,7 +5,6 @@ import csv
 import dataclasses
 import sys
 import time
-import unicodedata
 from pathlib import Path
 from typing import Callable, TextIO
 from urllib.parse import urlsplit
@@ -13,6 +12,7 @@ from urllib.parse import urlsplit
 from monitor import imports
 from monitor.cli.common import (
     UsageError,
+    checked_label,
     cost,
     find_watch,
     interval_seconds,
@@ -128,19 +128,6 @@ def cmd_watch_remove(args, config, store) -> None:
 def cmd_watch_enable(args, config, store) -> None:
     watch = store.update_watch(watch_id_of(store, args.id), enabled=args.command == "enable")
     print(f"watch {watch.id} {'enabled' if watch.enabled else 'disabled'}")
-
-
-MAX_LABEL = 200  # characters of a watch's name or tag
-
-
-def checked_label(field: str, value: str | None) -> str | None:
-    """A new name or tag (``field``): None (unchanged) and '' (none) as they are, else at
-    most MAX_LABEL characters on one line (UsageError otherwise)."""
-    if value and len(value) > MAX_LABEL:
-        raise UsageError(f"{field}: at most {MAX_LABEL} characters (got {len(value)})")
-    if value and any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in value):
-        raise UsageError(f"{field}: one line, without line breaks, tabs or control characters")
-    return value
 
 
 def checked_changes(config, interval: str | None, selector: str | None, ignore_params: list[str] | None,

@@ -65,7 +65,12 @@ def build(kind_name: str, target: str, options: dict) -> Channel:
     """The channel of a sink, or :class:`BadTarget`."""
     if kind_name not in KINDS:
         raise BadTarget(f"unknown sink kind {kind_name!r}: one of {', '.join(sorted(KINDS))}")
-    return KINDS[kind_name](target, options)
+    try:
+        return KINDS[kind_name](target, options)
+    except BadTarget:
+        raise
+    except ValueError as exc:  # urlsplit's own complaints (an unclosed "[", a port past 65535)
+        raise BadTarget(f"{mask(target)}: not a valid {kind_name} TARGET: {exc}") from None
 
 
 _HOST_PORT = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]{1,5})?$")
@@ -139,8 +144,11 @@ class Webhook:
         self.secret = options.get("secret")
         self.headers = dict(options.get("headers") or {})
         for name, value in self.headers.items():
-            if not re.fullmatch(r"[A-Za-z0-9-]+", name) or not isinstance(value, str) or "\n" in value:
-                raise BadTarget(f"header {name!r}: a name of letters, digits and '-', a value of one line")
+            # (Control characters, \r among them, would be refused at sending, with the value in the error.)
+            if not re.fullmatch(r"[A-Za-z0-9-]+", name) or not isinstance(value, str) \
+                    or re.search(r"[\x00-\x1f\x7f]", value.replace("\t", " ")):
+                raise BadTarget(f"header {name[:40]!r}: a name of letters, digits and '-', a value of one line "
+                                "without control characters")
         self.http = urllib3.PoolManager(num_pools=2, maxsize=1, retries=False,
                                         timeout=urllib3.Timeout(connect=5.0, read=15.0))
 

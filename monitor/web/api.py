@@ -39,18 +39,20 @@ from monitor.cli.watches import (
     watch_dict,
 )
 from monitor.store import MAX_ID, NotFound, parse_id
+from monitor.urls import scrub_credentials
 from monitor.web import openapi
 from monitor.web.app import store
 
 blueprint = Blueprint("api", __name__, url_prefix=openapi.PREFIX)
 
+MAX_IMPORT = 10_000  # entries of one import request
 # A Unix time (``since=1700000000``): a bare number is never a duration, which needs a unit.
 _EPOCH = re.compile(r"^[0-9]{1,12}(\.[0-9]{1,9})?$", re.ASCII)
 
 
 # --- errors: one line, nothing changed -------------------------------------------------------------
 def _error(status: int, exc: Exception) -> ResponseReturnValue:
-    return jsonify(error=" ".join(str(exc).split())), status
+    return jsonify(error=scrub_credentials(" ".join(str(exc).split()))), status
 
 
 @blueprint.errorhandler(UsageError)
@@ -75,7 +77,10 @@ def _body(allowed: set[str], optional: bool = False) -> dict:
     body at all is an empty object."""
     if optional and not request.get_data():
         return {}
-    body = request.get_json(force=True, silent=True)
+    try:
+        body = request.get_json(force=True, silent=True)
+    except RecursionError:  # ("[[[[..." nested past Python's limit: not a body anyone means)
+        body = None
     if not isinstance(body, dict):
         raise UsageError('the body must be a JSON object, e.g. {"url": "https://example.org/"}')
     unknown = sorted(set(body) - allowed)
@@ -177,15 +182,11 @@ def _offset(text: str | None) -> int:
     return min(number, MAX_ID)  # (past any list; SQLite takes no larger number)
 
 
-def _window() -> tuple[int, int | None]:
-    """The ``offset`` (0 without one) and ``limit`` (None: to the end) query parameters."""
-    return _offset(request.args.get("offset")), _limit(request.args.get("limit"))
-
-
-def _page(items: list) -> list:
-    """The part of ``items`` the ``offset`` and ``limit`` query parameters ask for."""
-    offset, limit = _window()
-    return items[offset:] if limit is None else items[offset:offset + limit]
+def _window() -> tuple[int, int]:
+    """The ``offset`` (0 without one) and ``limit`` (-1: to the end, as SQLite writes it)
+    query parameters."""
+    limit = _limit(request.args.get("limit"))
+    return _offset(request.args.get("offset")), -1 if limit is None else min(limit, MAX_ID)
 
 
 # --- watches ---------------------------------------------------------------------------------------
@@ -194,7 +195,7 @@ def list_watches() -> ResponseReturnValue:
     """The watches with their last results, by id (``monitor watch list --json``); ``q``:
     those with it in their URL, name or tag, as the dashboard's search."""
     offset, limit = _window()
-    watches = store().list_watches(request.args.get("q", "").strip(), -1 if limit is None else limit, offset)
+    watches = store().list_watches(request.args.get("q", "").strip(), limit, offset)
     return jsonify([watch_dict(watch) for watch in watches])
 
 
@@ -266,7 +267,7 @@ def list_links(watch_id: int) -> ResponseReturnValue:
     """The links known for a watch, newest first (``monitor links --json``)."""
     store().get_watch(watch_id)
     offset, limit = _window()
-    links = store().links(watch_id, None if limit is None else min(offset + limit, MAX_ID))[offset:]
+    links = store().links(watch_id, limit, offset)
     return jsonify([{"watch_id": watch_id, **dataclasses.asdict(link)} for link in links])
 
 
@@ -283,6 +284,9 @@ def import_watch_list() -> ResponseReturnValue:
     """Add watches from the file that is the body (``monitor watch import``): the formats it
     reads, ``format`` as ``--format``; the counts it prints and its lines about single entries."""
     rows = import_rows(request.get_data(), "the body", request.args.get("format", "auto"))
+    if len(rows) > MAX_IMPORT:  # (each entry is checked, DNS included, while the request waits)
+        raise UsageError(f"{len(rows)} entries: at most {MAX_IMPORT} a request (split the file, or use "
+                         "`monitor watch import`); nothing added")
     imported = import_watches(g.config, store(), rows)
     return jsonify(added=imported.added, skipped=imported.duplicates, refused=imported.invalid,
                    messages=imported.messages)
@@ -319,13 +323,16 @@ def list_alerts() -> ResponseReturnValue:
     watch = request.args.get("watch")
     since = request.args.get("since")
     watch_id = watch_id_of(store(), watch) if watch else None
-    return jsonify(_page([alert for _, alert in store().alerts(_since(since) if since else 0.0, watch_id)]))
+    offset, limit = _window()
+    return jsonify([alert for _, alert in store().alerts(_since(since) if since else 0.0, watch_id, limit=limit,
+                                                         offset=offset)])
 
 
 @blueprint.get("/alerts/failed")
 def list_failed_deliveries() -> ResponseReturnValue:
     """Deliveries given up on, oldest first, of every sink or ``sink`` (``alerts failed --json``)."""
-    return jsonify(_page(store().failed_deliveries(request.args.get("sink") or None)))
+    offset, limit = _window()
+    return jsonify(store().failed_deliveries(request.args.get("sink") or None, limit, offset))
 
 
 @blueprint.post("/alerts/retry")

@@ -1,7 +1,9 @@
 """The Flask application of the web front (see :mod:`monitor.web`).
 
-Every request passes :func:`_guard`: the token when one is required, and on a form post
-(a browser's POST that is not to the API) the CSRF token. Errors are one line: JSON
+Every request passes :func:`_guard`: without a token, a loopback ``Host``; the token when one
+is required; no change started by another site; and on a form post (a browser's POST that
+is not to the API) the CSRF token. Every answer forbids framing (no click-jacking of the
+buttons). Errors are one line: JSON
 ``{"error": ...}`` under ``/api/``, plain text elsewhere. The store is opened per request
 (SQLite connections are not shared between threads) and closed after it.
 """
@@ -9,11 +11,26 @@ from __future__ import annotations
 
 from flask import Flask, Response, g, jsonify, request, send_from_directory
 from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.routing import IntegerConverter
 
 from monitor import config as configuration
 from monitor.homekey import HomeKey
-from monitor.store import Store, open_store
+from monitor.store import MAX_ID, Store, open_store
 from monitor.web import auth
+
+MAX_BODY = 16 * 1024 * 1024  # bytes of a request body (an import file is the largest): 413 past it
+UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+
+
+class _RowId(IntegerConverter):
+    """``<int:...>`` in every route: an id past SQLite's largest is no row (404), never an
+    error of the database."""
+
+    def to_python(self, value: str) -> int:
+        number = super().to_python(value)
+        if number > MAX_ID:  # (not the converter's max=: past it, werkzeug answers 405 for the other methods)
+            raise NotFound(f"no row has the id {value[:30]}...")
+        return number
 
 
 def store() -> Store:
@@ -26,7 +43,9 @@ def store() -> Store:
 def create_app(config: configuration.Config) -> Flask:
     """The web front of the home ``config`` describes."""
     app = Flask(__name__)
+    app.url_map.converters["int"] = _RowId
     app.config["MONITOR"] = config
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     key = HomeKey.load(config.home)
     token = config.web_token or None
 
@@ -34,14 +53,29 @@ def create_app(config: configuration.Config) -> Flask:
     def _guard():
         g.config = config
         g.key = key
+        if not token and not auth.loopback_host(request.host):
+            return _error(403, "without a token this web front answers to localhost only: set MONITOR_WEB_TOKEN "
+                               "to serve it under another name")
         try:
             auth.check_token(token, request.headers.get("Authorization"))
         except auth.Unauthorized as exc:
             return _error(401, str(exc), {"WWW-Authenticate": 'Basic realm="monitor"'})
+        # (Behind a reverse proxy that rewrites Host, the name the browser asked is X-Forwarded-Host.)
+        asked = request.headers.get("X-Forwarded-Host", request.host).split(",")[0].strip()
+        if request.method in UNSAFE and auth.cross_site(request.headers.get("Origin"),
+                                                        request.headers.get("Sec-Fetch-Site"), asked):
+            return _error(403, "a change asked by another site's page is refused")
         if request.method == "POST" and not request.path.startswith("/api/"):
             if not auth.csrf_ok(key, request.cookies.get(auth.CSRF_COOKIE), request.form.get("csrf")):
                 return _error(403, "this form is out of date or not from this site: load the page again")
         return None
+
+    @app.after_request
+    def _no_framing(response: Response) -> Response:
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("Content-Security-Policy", "frame-ancestors 'none'")
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return response
 
     @app.teardown_request
     def _close(_exc) -> None:

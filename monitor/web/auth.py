@@ -8,6 +8,11 @@ auth with the token as the password (any user name) for a browser, which asks on
 Forms carry a CSRF token: an HMAC, under the home's key, of a random value the browser keeps
 in a ``SameSite=Strict`` cookie. Another site can make a browser post a form here, but
 cannot read the cookie, so it cannot write the matching token.
+
+Two more guards cover what a browser can be made to send without a form (the API's JSON
+posts): a request another site started (its ``Origin`` or ``Sec-Fetch-Site`` says so) may
+not change anything; and a front without a token answers only to a loopback host name, so
+a page whose name an attacker points at 127.0.0.1 (DNS rebinding) is not answered either.
 """
 from __future__ import annotations
 
@@ -33,6 +38,23 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def loopback_host(host_header: str) -> bool:
+    """Whether a request's ``Host`` names this machine's loopback (``localhost:PORT``,
+    ``127.0.0.1:PORT``, ``[::1]:PORT``), as a browser on this machine or a tunnel to it sends."""
+    host = host_header.rpartition(":")[0] if host_header.rpartition(":")[2].isdigit() else host_header
+    return is_loopback(host.removeprefix("[").removesuffix("]").lower())
+
+
+def cross_site(origin: str | None, fetch_site: str | None, host_header: str) -> bool:
+    """Whether a browser sent this request for another site's page: ``Sec-Fetch-Site`` says
+    so, or ``Origin`` names another host than the one asked. (Scripts send neither.)"""
+    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+        return True
+    if not origin:
+        return False
+    return origin == "null" or origin.partition("://")[2].rstrip("/").lower() != host_header.lower()
 
 
 def presented_token(authorization: str | None) -> str | None:
@@ -69,4 +91,4 @@ def csrf_token(key: HomeKey, cookie: str) -> str:
 
 
 def csrf_ok(key: HomeKey, cookie: str | None, token: str | None) -> bool:
-    return bool(cookie and token) and hmac.compare_digest(csrf_token(key, cookie), token)
+    return bool(cookie and token) and hmac.compare_digest(csrf_token(key, cookie).encode(), token.encode())

@@ -24,13 +24,12 @@ from flask import Blueprint, Response, abort, g, jsonify, redirect, render_templ
 
 from monitor import amqp
 from monitor import store as stores
-from monitor.cli.common import RuntimeFailure, UsageError, cost, interval_seconds, scope, ts
+from monitor.cli.common import RuntimeFailure, UsageError, checked_label, cost, interval_seconds, scope, ts
 from monitor.cli.filters import add_filter as checked_add_filter
 from monitor.cli.filters import remove_filter
 from monitor.cli.operations import dead_letters, gather_status, replay_dead_letters
 from monitor.cli.watches import status_line  # the CLI's wording of a watch's status
 from monitor.cli.watches import add_watch as checked_add_watch
-from monitor.cli.watches import checked_label
 from monitor.durations import format_age, format_duration
 from monitor.filters import RULES, Rule
 from monitor.store import Watch
@@ -160,9 +159,11 @@ def alert_rows():
     ``after`` (same filters as the page), as HTML to put on top, and the new last rowid."""
     try:
         watch_id, tag = _alert_filters()
-        after = int(request.args.get("after", "0"))
-    except (UsageError, ValueError) as exc:
+    except UsageError as exc:
         abort(400, str(exc))
+    after = stores.parse_id(request.args.get("after", "0"))
+    if after is None or after > stores.MAX_ID:
+        abort(400, "after: the rowid of the last alert shown (a whole number)")
     last = store().last_alert_rowid()
     rows = [row for row in store().recent_alerts(ALERTS_SHOWN, watch_id, tag, after_rowid=after)
             if row["rowid"] <= last]
