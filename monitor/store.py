@@ -150,6 +150,7 @@ class Validators:
 # How a check ended, as counted per minute in check_counts.
 OUTCOMES = ("ok", "not_modified_http", "not_modified_hash", "error", "skipped")
 FAILING = ("error", "skipped")  # the outcomes of a check that did not see the page
+DELIVERED_KEPT = 7 * 86400  # seconds a delivered delivery is kept (see Store.prune)
 HISTORY = 50  # recent checks kept per watch (migrations/0015_check_history.sql)
 # The upper bounds (seconds) of the fetch and parse time histograms (migrations/0016_timings.sql):
 # pages parse in milliseconds and download in up to the fetch deadline. A bound added later
@@ -295,7 +296,7 @@ _PROXY_COLUMNS = ("id, url, last_error, requests, refusals, failed_at, "
 
 _SINK_COLUMNS = (
     "name, kind, target, options, watch_id, tag, created_at, "
-    "(SELECT COUNT(*) FROM deliveries WHERE sink = s.name AND state = 'delivered'), "
+    "delivered_before + (SELECT COUNT(*) FROM deliveries WHERE sink = s.name AND state = 'delivered'), "
     "(SELECT COUNT(*) FROM deliveries WHERE sink = s.name AND state = 'pending'), "
     "(SELECT COUNT(*) FROM deliveries WHERE sink = s.name AND state = 'failed'), "
     "(SELECT MIN(failing_since) FROM deliveries WHERE sink = s.name AND state = 'pending'), "
@@ -790,7 +791,8 @@ class Store:
         """Forget what is no use any more, so the tables stay small over years: workers
         stopped or lost a week ago, cooldowns that ended a day ago, refusals older than
         ``refusals_since``, per-minute check counts older than a day (added first to the
-        minute-0 rows, so the totals :meth:`check_totals` serves never go down). Return the
+        minute-0 rows, so the totals :meth:`check_totals` serves never go down), deliveries
+        delivered a week ago (counted first in their sink's ``delivered_before``). Return the
         rows removed per table."""
         with self.transaction() as conn:
             conn.execute("""
@@ -798,6 +800,10 @@ class Store:
                 SELECT 0, outcome, SUM(count) FROM check_counts WHERE minute > 0 AND minute < ? GROUP BY outcome
                 ON CONFLICT (minute, outcome) DO UPDATE SET count = count + excluded.count""",
                          (int((now - 86400) // 60),))
+            conn.execute("""
+                UPDATE sinks SET delivered_before = delivered_before + (
+                    SELECT COUNT(*) FROM deliveries WHERE sink = sinks.name AND state = 'delivered' AND updated_at < ?)""",
+                         (now - DELIVERED_KEPT,))
             return {
                 "workers": conn.execute("DELETE FROM workers WHERE state != 'alive' AND last_heartbeat < ?",
                                         (now - 7 * 86400,)).rowcount,
@@ -805,6 +811,8 @@ class Store:
                 "refusals": conn.execute("DELETE FROM refusals WHERE at < ?", (refusals_since,)).rowcount,
                 "check_counts": conn.execute("DELETE FROM check_counts WHERE minute > 0 AND minute < ?",
                                              (int((now - 86400) // 60),)).rowcount,
+                "deliveries": conn.execute("DELETE FROM deliveries WHERE state = 'delivered' AND updated_at < ?",
+                                           (now - DELIVERED_KEPT,)).rowcount,
             }
 
     def forget_ended_workers(self) -> int:

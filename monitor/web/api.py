@@ -95,7 +95,7 @@ def _string(body: dict, field: str, required: bool = False) -> str | None:
         return None
     if not isinstance(value, str):
         raise UsageError(f"{field}: a string is required" if required else f"{field}: a string or null is expected")
-    return value
+    return _no_nul(field, value)
 
 
 def _strings(body: dict, field: str) -> list[str] | None:
@@ -104,6 +104,13 @@ def _strings(body: dict, field: str) -> list[str] | None:
         return None
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise UsageError(f"{field}: a list of strings is expected")
+    return [_no_nul(field, item) for item in value]
+
+
+def _no_nul(field: str, value: str) -> str:
+    """A string of the body as a command line could have given it: without NUL."""
+    if "\x00" in value:
+        raise UsageError(f"{field}: a NUL character (\\u0000) is not allowed")
     return value
 
 

@@ -11,6 +11,7 @@ check (``timings``, in the buckets of :data:`monitor.store.TIMING_BUCKETS_S`).
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Iterator
 
 from flask import Blueprint, Response, current_app, g, jsonify
@@ -156,12 +157,16 @@ def metrics() -> Response:
 
 
 # --- health ----------------------------------------------------------------------------------
-def health_reasons(status: Status, overdue: tuple[int, tuple[int, float, int] | None]) -> list[str]:
+def health_reasons(status: Status, overdue: tuple[int, tuple[int, float, int] | None],
+                   supervised: bool = False) -> list[str]:
     """Why the pipeline is stuck (nothing: healthy): the broker away, a supervised program
-    down, watches overdue (``overdue`` as :meth:`Store.overdue_watches` gives it)."""
+    down, watches overdue (``overdue`` as :meth:`Store.overdue_watches` gives it); when this
+    process runs under supervisord (``supervised``), supervisord not answering."""
     reasons = []
     if status.queue_error:
         reasons.append(f"the broker cannot be reached: {status.queue_error}")
+    if supervised and status.process_error:
+        reasons.append(f"supervisord cannot be asked about the programs: {status.process_error}")
     for info in status.processes:
         # A program that never started is one this configuration does not run (the local
         # broker's when AMQP_URL names another): STOPPED with no start time.
@@ -183,7 +188,8 @@ def healthz() -> Response:
     store = web_app.store()
     status = gather_status(g.config, store)
     overdue = store.overdue_watches(status.now, HEALTH_MARGIN_S)
-    reasons = health_reasons(status, overdue)
+    # (supervisord sets SUPERVISOR_ENABLED in its programs' environment.)
+    reasons = health_reasons(status, overdue, supervised="SUPERVISOR_ENABLED" in os.environ)
     response = jsonify(
         status="stuck" if reasons else "ok", reasons=reasons,
         broker="unreachable" if status.queue_error else "up",

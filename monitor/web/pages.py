@@ -63,7 +63,8 @@ def _set_cookie(response: Response) -> Response:
     cookie = g.get("csrf_cookie")
     if cookie and request.cookies.get(auth.CSRF_COOKIE) != cookie:
         response.set_cookie(auth.CSRF_COOKIE, cookie, max_age=COOKIE_MAX_AGE, httponly=True,
-                            samesite="Strict", secure=request.is_secure, path="/")
+                            samesite="Strict", path="/",  # (behind a TLS proxy, the proxy says https)
+                            secure=request.is_secure or request.headers.get("X-Forwarded-Proto") == "https")
     return response
 
 

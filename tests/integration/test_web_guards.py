@@ -49,6 +49,7 @@ def test_hostile_inputs_get_a_one_line_refusal_and_change_nothing(pipeline):
 
     assert api.refused(400, "POST", "/watches", raw=b"[" * 100_000).startswith("the body must be a JSON object")
     api.refused(404, "DELETE", f"/watches/{2**63}")
+    assert "NUL" in api.refused(400, "PATCH", f"/watches/{watch_id}", {"selector": "main\u0000"})
     api.refused(404, "DELETE", f"/proxies/{huge}")
     assert "bad regular expression" in api.refused(400, "POST", "/filters", {"rule": "include", "pattern": "/x{99999999999}/"})
     for tag in ("\u0000", "x" * 201):

@@ -122,6 +122,8 @@ def test_health_judges_supervised_programs_but_not_those_this_configuration_neve
     assert health_reasons(_status(processes), (0, None)) == ["process worker:worker_01 is FATAL",
                                                              "process notifier is STOPPED"]
     assert health_reasons(_status([], process_error="supervisord is not running"), (0, None)) == []
+    assert health_reasons(_status([], process_error="supervisord is not running"), (0, None), supervised=True) == \
+        ["supervisord cannot be asked about the programs: supervisord is not running"], "when it runs us, it must answer"
     assert health_reasons(_status([], queue_error="refused"), (0, None)) == ["the broker cannot be reached: refused"]
 
 
