@@ -30,6 +30,7 @@ setup(
         "flask>=3.0",  # the web front (monitor/web)
         "waitress>=3.0",  # its production WSGI server
         "prometheus_client>=0.20",  # /metrics
+        "regex>=2023.0",  # filter expressions with a time limit (monitor/filters.py)
     ],
     extras_require={"test": ["pytest>=7", "pytest-timeout>=2", "feedparser>=6", "aiosmtpd>=1.4", "selenium>=4.15"]},
     entry_points={"console_scripts": ["monitor = monitor.cli:main"]},

@@ -20,11 +20,17 @@ A PATTERN is words, found case-insensitively anywhere in the text or URL, or a r
 expression written ``/like this/`` (case-insensitive too). A rule holds back an alert,
 never a link: a held-back link is recorded as known like any other, so adding, changing or
 removing a rule never floods anyone with old links.
+
+Expressions run on text the watched sites write, so one that backtracks without end (a
+``/(a|aa)+$/`` meeting a long run of a's) must not stall the processor: each search has
+``MATCH_SECONDS`` (the ``regex`` engine's timeout), and a search that runs out of time
+counts the way that alerts the link (an exclude rule did not match, an include rule did).
 """
 from __future__ import annotations
 
-import re
 import time
+
+import regex
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
@@ -51,17 +57,28 @@ class Rule:
             (tag is not None and self.tag == tag)
 
 
-def compile_pattern(pattern: str) -> re.Pattern:
+MATCH_SECONDS = 0.05  # a rule's search of one link's text or URL (300 and 2,048 characters at most)
+
+
+def compile_pattern(pattern: str) -> regex.Pattern:
     """Words, or ``/a regular expression/``, as a case-insensitive search; ValueError with
     a one-line reason for a bad expression."""
     if len(pattern) > 2 and pattern.startswith("/") and pattern.endswith("/"):
         try:
-            return re.compile(pattern[1:-1], re.IGNORECASE)
-        except (re.error, OverflowError, RecursionError) as exc:  # (a{99999999999} overflows, deep nesting recurses)
+            return regex.compile(pattern[1:-1], regex.IGNORECASE | regex.VERSION0)  # (the syntax of re)
+        except (regex.error, OverflowError, RecursionError) as exc:  # (deep nesting recurses)
             raise ValueError(f"bad regular expression {pattern[:100]!r}: {exc}") from None
     if not pattern.strip():
         raise ValueError("an empty pattern matches everything: give words or /a regular expression/")
-    return re.compile(re.escape(pattern.strip()), re.IGNORECASE)
+    return regex.compile(regex.escape(pattern.strip()), regex.IGNORECASE)
+
+
+def _found(pattern: regex.Pattern, *texts: str) -> bool | None:
+    """Whether ``pattern`` is in any of ``texts``; None when it ran out of time."""
+    try:
+        return any(pattern.search(text, timeout=MATCH_SECONDS) for text in texts)
+    except TimeoutError:
+        return None
 
 
 @lru_cache(maxsize=4096)
@@ -150,15 +167,16 @@ class LinkFilter:
 
     def held_back(self, url: str, text: str) -> str | None:
         """Why the link is not to be alerted (the rule, in one line), or None."""
+        # (_found is None when a search ran out of time: as if the link's rule said "alert it".)
         for rule, pattern in self.exclude:
-            if pattern.search(text) or pattern.search(url):
+            if _found(pattern, text, url):
                 return f"exclude {rule.pattern!r}"
         for rule, pattern in self.deny:
-            if pattern.search(url):
+            if _found(pattern, url):
                 return f"url-deny {rule.pattern!r}"
-        if self.include and not any(p.search(text) or p.search(url) for _, p in self.include):
+        if self.include and not any(_found(p, text, url) is not False for _, p in self.include):
             return "no include rule matches"
-        if self.allow and not any(p.search(url) for _, p in self.allow):
+        if self.allow and not any(_found(p, url) is not False for _, p in self.allow):
             return "no url-allow rule matches"
         if self.same_site and site(url) != site(self.page_url):
             return f"same-site: {site(url) or 'no host'} is not {site(self.page_url)}"

@@ -217,7 +217,8 @@ def test_a_worker_with_the_readmes_restricted_broker_user_checks_pages(pipeline,
 def test_filters_hold_back_alerts_but_record_the_links_so_changing_them_never_floods(pipeline, site):
     url = site.add_page("/", INITIAL)
     watch_id = _add_watch(pipeline, url)
-    for rule in (("include", "election"), ("exclude", "/\\bsports?\\b/"), ("same-site",)):
+    # (The last rule backtracks without end on a run of a's not at the end: its searches time out.)
+    for rule in (("include", "election"), ("exclude", "/\\bsports?\\b/"), ("same-site",), ("exclude", "/(a|aa)+$/")):
         assert pipeline.cli("filter", "add", *rule, "--watch", str(watch_id)).returncode == 0
     pipeline.processor()
     pipeline.worker()
@@ -228,8 +229,10 @@ def test_filters_hold_back_alerts_but_record_the_links_so_changing_them_never_fl
     site.publish("/", "/weather", "Weather")
     site.publish("/", "/election-sports-day", "Election sports day")
     site.publish("/", "https://elsewhere.example/election", "Election elsewhere")
+    site.publish("/", "/election-night", "Election night a" + "a" * 40 + "!")
     _wait_checks_now(pipeline, watch_id)
-    assert [alert["url"] for alert in pipeline.alert_lines()] == [site.url("/election-results")]
+    assert sorted(alert["url"] for alert in pipeline.alert_lines()) == [site.url("/election-night"),
+                                                                         site.url("/election-results")]
     known = pipeline.cli("links", str(watch_id)).stdout
     assert all(path in known for path in ("/weather", "/election-sports-day", "elsewhere.example")), \
         "held-back links are recorded"
@@ -239,7 +242,8 @@ def test_filters_hold_back_alerts_but_record_the_links_so_changing_them_never_fl
     site.publish("/", "/new-after", "Anything at all")
     wait_for(lambda: _checked_alerting(pipeline, watch_id, site.url("/new-after")), timeout=60,
              message="the next new link alerted once the rules are gone")
-    assert sorted(alert["url"] for alert in pipeline.alert_lines()) == [site.url("/election-results"),
+    assert sorted(alert["url"] for alert in pipeline.alert_lines()) == [site.url("/election-night"),
+                                                                         site.url("/election-results"),
                                                                          site.url("/new-after")]
 
 

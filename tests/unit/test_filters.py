@@ -2,6 +2,8 @@
 furniture judged on a real SQLite store."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from monitor.filters import Rule, SitePages, compile_pattern, for_watch, pointless_text, site
@@ -118,3 +120,14 @@ def test_a_link_on_most_of_a_sites_watched_pages_is_site_furniture(site_store) -
     assert rule.held_back(SITE + "/contact", "Contact") == "noise: site-wide link: on 4 of 6 watched pages of news.example"
     assert for_watch([Rule(1, "noise", "", None, None)], 4, None, SITE + "/d").held_back(SITE + "/contact", "Contact") \
         is None, "without the site's pages only the text is judged"
+
+
+def test_an_expression_that_backtracks_without_end_times_out_and_the_link_is_alerted():
+    """(a|aa)+$ on 40 a's and a "!" would take re longer than the universe has; a site may
+    well write such a text, and the processor must go on."""
+    text, url = "a" * 40 + "!", "https://news.example/a"
+    started = time.monotonic()
+    assert _filter(("exclude", "/(a|aa)+$/")).held_back(url, text) is None, "not excluded: alerted"
+    assert _filter(("include", "/(a|aa)+$/")).held_back(url, text) is None, "as if included: alerted"
+    assert time.monotonic() - started < 5
+    assert _filter(("exclude", "/(a|aa)+$/")).held_back(url, "aaaa") == "exclude '/(a|aa)+$/'", "a short text matches"
