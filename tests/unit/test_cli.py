@@ -6,7 +6,6 @@ on other hosts are added with ``MONITOR_ALLOW_PRIVATE=1``, which skips DNS resol
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -15,15 +14,8 @@ from monitor.cli.fleet import add_proxy, enable_host
 from monitor.cli.sinks import add_sink, header_lines, remove_sink, retry_deliveries, sink_options
 from monitor.cli.watches import export_watches, import_rows, import_watches
 from monitor.config import Config
-from monitor.store import CheckResult, LinkRecord, NotFound, Store, open_store
+from monitor.store import CheckResult, LinkRecord, NotFound, Store
 from test_cli import Monitor, assert_usage_error, monitor  # noqa: F401 (fixture)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = open_store(tmp_path / "db.sqlite3")
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

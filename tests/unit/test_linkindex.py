@@ -18,7 +18,7 @@ from monitor.codes import shorten
 from monitor.linkindex import LinkIndex, Reappearance, alert_id
 from monitor.messages import Alert, Task
 from monitor.sinks import JsonLinesSink
-from monitor.store import Store, Watch, open_store
+from monitor.store import Store, Watch
 
 HOME = "https://news.example/"
 SMALL_PAGES = LayoutRule(baseline_min_links=1)  # the test pages have a link or two
@@ -57,13 +57,6 @@ class RecordingSink:
 
 
 # --- fixtures and helpers ----------------------------------------------------------------------
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    store = open_store(tmp_path / "db.sqlite3")
-    yield store
-    store.close()
-
-
 @pytest.fixture
 def open_index(tmp_path: Path) -> Iterator[Callable[..., LinkIndex]]:
     """Open LinkIndex instances under tmp_path (closed at the end of the test)."""

@@ -18,7 +18,7 @@ from monitor.messages import MAX_SELECTOR, InvalidMessage, Job, Task
 from monitor.parsing import extract_links
 from monitor.parsing.regions import BadSelector, check_selector
 from monitor.sinks import JsonLinesSink
-from monitor.store import Store, Validators, open_store
+from monitor.store import Store, Validators
 
 HOME = "https://news.example/"
 
@@ -65,13 +65,6 @@ def test_a_body_hashed_under_another_selector_is_not_unchanged() -> None:
 
 
 # --- the store ----------------------------------------------------------------------------------
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    store = open_store(tmp_path / "db.sqlite3")
-    yield store
-    store.close()
-
-
 def test_a_new_selector_drops_the_validators_and_makes_the_watch_due_with_a_new_job(store: Store) -> None:
     watch = store.add_watch(HOME, 3600, selector="main", now=1000.0)
     assert _selectors(store, watch.id) == ("main", "main"), "a new watch's first check is its baseline"
