@@ -3,9 +3,9 @@
 Every request passes :func:`_guard`: without a token, a loopback ``Host``; the token when one
 is required; no change started by another site; and on a form post (a browser's POST that
 is not to the API) the CSRF token. Every answer forbids framing (no click-jacking of the
-buttons). Errors are one line: JSON
-``{"error": ...}`` under ``/api/``, plain text elsewhere. The store is opened per request
-(SQLite connections are not shared between threads) and closed after it.
+buttons). Errors are one line: JSON ``{"error": ...}`` under ``/api/``, plain text
+elsewhere. The store is opened per request (SQLite connections are not shared between
+threads) and closed after it.
 """
 from __future__ import annotations
 
