@@ -27,6 +27,7 @@ from monitor import store as stores
 from monitor.cli.common import RuntimeFailure, UsageError, checked_label, cost, interval_seconds, scope, ts
 from monitor.cli.filters import add_filter as checked_add_filter
 from monitor.cli.filters import remove_filter
+from monitor.cli.fleet import enable_host
 from monitor.cli.operations import dead_letters, gather_status, replay_dead_letters
 from monitor.cli.watches import status_line  # the CLI's wording of a watch's status
 from monitor.cli.watches import add_watch as checked_add_watch
@@ -341,8 +342,22 @@ def fleet(error: str | None = None, code: int = 200):
     return render_template("fleet.html", now=status.now, status=status, queues=queues, dead_letter=amqp.DEAD_LETTER,
                            workers=store().list_workers(), proxies=store().list_proxies(),
                            cooldowns=store().host_cooldowns(status.now), error=error or letters_error,
-                           letters=letters, letters_shown=LETTERS_SHOWN,
+                           letters=letters, letters_shown=LETTERS_SHOWN, enabled=request.args.get("enabled"),
                            replayed=request.args.get("replayed", type=int)), code
+
+
+@blueprint.post("/fleet/hosts/<host>/enable")
+def enable(host: str):
+    """Lift a host's cooldown now, in every worker (``monitor hosts enable``); a host that is
+    not disabled is the page's 404, workers that could not be told its 503 (the host is off
+    the list then, but they skip it until its cooldown ends)."""
+    try:
+        enabled = enable_host(g.config, store(), host)
+    except stores.NotFound as exc:
+        return fleet(str(exc), 404)
+    except RuntimeFailure as exc:
+        return fleet(str(exc), 503)
+    return redirect(url_for("pages.fleet", enabled=enabled), code=303)
 
 
 def _dead_letters(status) -> tuple[list, str | None]:

@@ -345,3 +345,20 @@ def test_the_fleet_page_replays_the_dead_letters(pipeline):
     status, body = client.request("fleet/replay", {"csrf": token})
     assert status == 200 and "Replayed 2 dead letter(s)" in body, "the replayed one died again, beside the other"
     assert client.request("fleet/replay", {})[0] == 403, "not without the form's csrf field"
+
+
+def test_the_fleet_page_lifts_a_hosts_cooldown_as_the_cli_does(pipeline):
+    now = time.time()
+    pipeline.store.disable_host("blocked.example", now, 7200, 7200, "HTTP 403 through every exit", "direct", "w1")
+    worker = pipeline.worker()
+    pipeline.web()
+    client = _Client(pipeline.web_url)
+    token = client.csrf("fleet")
+    assert 'action="/fleet/hosts/blocked.example/enable"' in client.request("fleet")[1]
+
+    status, body = client.request("fleet/hosts/blocked.example/enable", {"csrf": token})
+    assert status == 200 and "blocked.example enabled" in body and 'id="cooldowns"' not in body
+    assert pipeline.store.host_cooldowns(time.time()) == []
+    wait_for(lambda: "host enabled again" in worker.log_text(), timeout=30, message="the running worker told")
+    status, body = client.request("fleet/hosts/blocked.example/enable", {"csrf": token})
+    assert status == 404 and _error_line(body) == "blocked.example is not disabled (`monitor hosts` lists those that are)"
