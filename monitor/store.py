@@ -150,6 +150,7 @@ class Validators:
 # How a check ended, as counted per minute in check_counts.
 OUTCOMES = ("ok", "not_modified_http", "not_modified_hash", "error", "skipped")
 FAILING = ("error", "skipped")  # the outcomes of a check that did not see the page
+COMMON_TAG = 0.01  # the part of the watches from which a tag's alerts are found going back in time
 DELIVERED_KEPT = 7 * 86400  # seconds a delivered delivery is kept (see Store.prune)
 HISTORY = 50  # recent checks kept per watch (migrations/0015_check_history.sql)
 # The upper bounds (seconds) of the fetch and parse time histograms (migrations/0016_timings.sql):
@@ -997,9 +998,14 @@ class Store:
                       after_rowid: int = 0) -> list[dict]:
         """The newest ``limit`` alerts (of one watch, or one tag), newest first; with
         ``after_rowid``, only those recorded after it (what a live page has not shown yet)."""
-        # Only the filters given, so that one watch's (or tag's) alerts are read by its index;
-        # a live page's poll reads the alerts recorded since, by rowid, not every alert by time.
-        filters = [("a.watch_id = ?", watch_id), ("w.tag = ?", tag), ("a.rowid > ?", after_rowid or None)]
+        # Only the filters given, so that one watch's alerts are read by its index; a live
+        # page's poll reads the alerts recorded since, by rowid, not every alert by time. A
+        # tag's: a common tag's newest are found soon going back in time (the index would sort
+        # all its alerts), a rare tag's through the index (going back in time would read every
+        # alert); "+" keeps SQLite off the index.
+        common = tag is not None and self._tag_share(tag) >= COMMON_TAG
+        filters = [("a.watch_id = ?", watch_id), ("+w.tag = ?" if common else "w.tag = ?", tag),
+                   ("a.rowid > ?", after_rowid or None)]
         kept = [(condition, value) for condition, value in filters if value is not None]
         rows = self.conn.execute(f"""
             SELECT a.alert_id, a.watch_id, w.url, w.name, w.tag, a.url, a.text, a.first_seen, a.rowid
@@ -1009,6 +1015,12 @@ class Store:
             [value for _, value in kept] + [limit]).fetchall()
         return [{"alert_id": r[0], "watch_id": r[1], "baseUrl": r[2], "watch_name": r[3], "tag": r[4], "url": r[5],
                  "text": r[6], "first_seen": r[7], "rowid": r[8]} for r in rows]
+
+    def _tag_share(self, tag: str) -> float:
+        """The part of the watches that have this tag."""
+        tagged, total = self.conn.execute("SELECT (SELECT COUNT(*) FROM watches WHERE tag = ?), COUNT(*) FROM watches",
+                                          (tag,)).fetchone()
+        return tagged / max(total, 1)
 
     def last_alert_rowid(self) -> int:
         """The rowid of the newest alert (0 when none): where a live page starts polling from."""
