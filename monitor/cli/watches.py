@@ -6,7 +6,7 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Callable, NamedTuple, TextIO
 from urllib.parse import urlsplit
 
 from monitor import imports
@@ -130,15 +130,39 @@ def cmd_watch_enable(args, config, store) -> None:
     print(f"watch {watch.id} {'enabled' if watch.enabled else 'disabled'}")
 
 
+class WatchChanges(NamedTuple):
+    """``watch set``'s changes, checked (:func:`checked_changes`); None: left as it is."""
+    interval_s: int | None
+    selector: str | None  # '' for the whole page
+    ignore_params: list[str] | None
+    name: str | None  # '' for none
+    tag: str | None  # '' for none
+
+
 def checked_changes(config, interval: str | None, selector: str | None, ignore_params: list[str] | None,
-                    name: str | None = None, tag: str | None = None):
-    """``watch set``'s changes, all checked before any is made (UsageError on bad input):
-    the interval in seconds, the selector ('' for the whole page), the parameter names, the
-    name and the tag ('' for none), each None when not given. Shared with the web API and pages."""
+                    name: str | None = None, tag: str | None = None) -> WatchChanges:
+    """``watch set``'s changes, all checked before any is made (UsageError on bad input).
+    Shared with the web API."""
     interval_s = None if interval is None else interval_seconds(interval, config)
     checked = checked_selector(selector) if selector else selector  # None and "" pass as they are
     params = None if ignore_params is None else checked_params(ignore_params)
-    return interval_s, checked, params, checked_label("name", name), checked_label("tag", tag)
+    return WatchChanges(interval_s, checked, params, checked_label("name", name), checked_label("tag", tag))
+
+
+def apply_changes(store: Store, watch_id: int, changes: WatchChanges, enabled: bool | None = None,
+                  forget_volatile: bool = False) -> Watch:
+    """Make checked changes (and enable or disable the watch); the watch as it is then.
+    Shared by ``watch set`` and the web API, so both change a watch in the same order."""
+    if forget_volatile:
+        store.forget_volatile_params(watch_id)
+    if changes.ignore_params is not None:
+        store.set_ignore_params(watch_id, changes.ignore_params)
+    if enabled is not None or any(value is not None for value in (changes.interval_s, changes.name, changes.tag)):
+        store.update_watch(watch_id, enabled=enabled, interval_s=changes.interval_s, name=changes.name,
+                           tag=changes.tag)
+    if changes.selector is not None:
+        store.set_selector(watch_id, changes.selector)
+    return store.get_watch(watch_id)
 
 
 def cmd_watch_set(args, config, store) -> None:
@@ -146,28 +170,23 @@ def cmd_watch_set(args, config, store) -> None:
             and args.name is None and args.tag is None):
         raise UsageError("nothing to set: give --interval, --selector, --ignore-param, --forget-volatile, --name or --tag")
     watch_id = watch_id_of(store, args.id)
-    interval, selector, params, name, tag = checked_changes(config, args.interval, args.selector, args.ignore_param,
-                                                            args.name, args.tag)
-    if name is not None or tag is not None:
-        watch = store.update_watch(watch_id, name=name, tag=tag)
-        for field, value, shown in (("name", name, watch.name), ("tag", tag, watch.tag)):
-            if value is not None:
-                print(f"watch {watch.id} now {'has no ' + field if shown is None else f'has {field} {shown!r}'}")
+    changes = checked_changes(config, args.interval, args.selector, args.ignore_param, args.name, args.tag)
+    before = store.get_watch(watch_id).selector
+    watch = apply_changes(store, watch_id, changes, forget_volatile=args.forget_volatile)
+    for field, value, shown in (("name", changes.name, watch.name), ("tag", changes.tag, watch.tag)):
+        if value is not None:
+            print(f"watch {watch.id} now {'has no ' + field if shown is None else f'has {field} {shown!r}'}")
     if args.forget_volatile:
-        watch = store.forget_volatile_params(watch_id)
         print(f"watch {watch.id} compares its links with every parameter again, but those it ignores itself "
               "(known links stay known)")
-    if params is not None:
-        watch = store.set_ignore_params(watch_id, params)
+    if changes.ignore_params is not None:
+        params = changes.ignore_params
         print(f"watch {watch.id} now compares its links without " +
               (", ".join(f"?{name}" for name in params) if params else "no parameter of its own") +
               " (known links stay known)")
-    if interval is not None:
-        watch = store.update_watch(watch_id, interval_s=interval)
+    if changes.interval_s is not None:
         print(f"watch {watch.id} now every {format_duration(watch.interval_s)}")
-    if selector is not None:
-        before = store.get_watch(watch_id).selector
-        watch = store.set_selector(watch_id, selector)
+    if changes.selector is not None:
         if watch.selector == before:
             print(f"watch {watch.id} keeps {_region(watch.selector)} (unchanged)")
         else:

@@ -32,6 +32,7 @@ from monitor.cli.sinks import add_sink, remove_sink, retry_deliveries, send_test
 from monitor.cli.watches import (
     add_watch,
     alerts_since,
+    apply_changes,
     checked_changes,
     export_watches,
     import_rows,
@@ -238,18 +239,9 @@ def change_watch(watch_id: int) -> ResponseReturnValue:
     if forget not in (None, True):
         raise UsageError("forget_volatile: only true is meaningful")
     # (A null name or tag leaves it as it is; "" clears it, as `watch set --name ""` does.)
-    interval_s, selector, params, name, tag = checked_changes(
-        g.config, _duration(body, "interval"), _string(body, "selector"), _strings(body, "ignore_params"),
-        _string(body, "name"), _string(body, "tag"))
-    # The same calls, in the same order, as `monitor watch set`.
-    if forget:
-        store().forget_volatile_params(watch_id)
-    if params is not None:
-        store().set_ignore_params(watch_id, params)
-    if interval_s is not None or enabled is not None or name is not None or tag is not None:
-        store().update_watch(watch_id, enabled=enabled, interval_s=interval_s, name=name, tag=tag)
-    if selector is not None:
-        store().set_selector(watch_id, selector)
+    changes = checked_changes(g.config, _duration(body, "interval"), _string(body, "selector"),
+                              _strings(body, "ignore_params"), _string(body, "name"), _string(body, "tag"))
+    apply_changes(store(), watch_id, changes, enabled, bool(forget))
     return jsonify(watch_dict(store().get_watch_with_counts(watch_id)))
 
 
